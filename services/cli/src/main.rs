@@ -1,0 +1,42 @@
+//! `npcmem`: the operator's command. This issue ships `bench ingest`; the admin commands
+//! of DESIGN §5 (inspect, audit, dlq, export, demo, …) arrive with their issues.
+
+mod bench;
+mod sample;
+
+use clap::{Parser, Subcommand};
+use npcmem_service::CommonConfig;
+
+#[derive(Debug, Parser)]
+#[command(name = "npcmem", version, about = "npcmem admin, demo and benchmark command")]
+struct Cli {
+    #[command(flatten)]
+    common: CommonConfig,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Drive the running services and report throughput against a raw baseline.
+    Bench {
+        #[command(subcommand)]
+        scenario: bench::Scenario,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    npcmem_service::telemetry::init(cli.common.log_format);
+    let result = match cli.command {
+        Command::Bench { scenario } => bench::run(&cli.common, scenario).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("npcmem: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

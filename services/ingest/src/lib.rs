@@ -1,0 +1,90 @@
+//! The ingest service (DESIGN §5): consumes `conversation.ended`, validates and redacts
+//! it, skips players who opted out or were forgotten, records the ledger row and the
+//! working-memory summary, and queues `job.extract` through the outbox — one transaction
+//! per fetched batch. Also applies `world.player_privacy`.
+
+pub mod config;
+pub mod conversations;
+pub mod metrics;
+pub mod privacy;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use npcmem_bus::metrics::sample_loop;
+use npcmem_bus::{ConsumerLoop, StreamKind};
+use npcmem_service::{ServiceContext, ServiceError, Shutdown, http};
+use prometheus_client::registry::Registry;
+use tracing::info;
+
+pub use config::IngestConfig;
+
+/// Used when `NPCMEM_HTTP_ADDR` is not set.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9301";
+
+/// Durable consumer names (DESIGN §3).
+pub const CONSUMER_CONVERSATIONS: &str = "ingest";
+pub const CONSUMER_PRIVACY: &str = "ingest-privacy";
+
+/// Runs ingest until `shutdown` is triggered: stops pulling, finishes the batch in
+/// flight, flushes the outbox, returns.
+pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), ServiceError> {
+    let mut registry = Registry::default();
+    let context = ServiceContext::connect(&config.common, "ingest", &mut registry).await?;
+    let metrics = metrics::IngestMetrics::register(&mut registry);
+    let topology = context.topology.clone();
+
+    let conversations = ConsumerLoop {
+        js: context.js.clone(),
+        topology: topology.clone(),
+        spec: topology.consumer(CONSUMER_CONVERSATIONS, StreamKind::Conversations, topology.conversation_ended()),
+        settings: context.config.consumer_settings(),
+        handler: conversations::ConversationHandler::new(&config, context.pool.clone(), topology.clone(), metrics.clone()),
+        metrics: context.bus_metrics.clone(),
+    };
+    let privacy = ConsumerLoop {
+        js: context.js.clone(),
+        topology: topology.clone(),
+        spec: topology.consumer(CONSUMER_PRIVACY, StreamKind::World, topology.world_player_privacy()),
+        settings: context.config.consumer_settings(),
+        handler: privacy::PrivacyHandler::new(context.pool.clone(), config.limits().max_payload_bytes),
+        metrics: context.bus_metrics.clone(),
+    };
+    let conversations_consumer = conversations.prepare().await?;
+    let privacy_consumer = privacy.prepare().await?;
+
+    let http_addr: SocketAddr = config
+        .common
+        .http_addr
+        .unwrap_or_else(|| DEFAULT_HTTP_ADDR.parse().expect("the default address is valid"));
+    let (bound, http_task) =
+        http::serve(http_addr, context.health.clone(), Arc::new(registry), None, shutdown.subscribe()).await?;
+
+    // The relay outlives the consumers so that shutdown can flush what they committed.
+    let relay_shutdown = Shutdown::new();
+    let relay_task = tokio::spawn(context.outbox_relay().run(relay_shutdown.subscribe()));
+    let sampler_task = tokio::spawn(sample_loop(
+        context.bus_metrics.clone(),
+        context.pool.clone(),
+        context.js.clone(),
+        topology.clone(),
+        vec![conversations.spec.clone(), privacy.spec.clone()],
+        std::time::Duration::from_secs(5),
+        relay_shutdown.subscribe(),
+    ));
+
+    context.health.set_ready(true);
+    info!(http = %bound, "ingest ready");
+    tokio::join!(
+        conversations.run(conversations_consumer, shutdown.subscribe()),
+        privacy.run(privacy_consumer, shutdown.subscribe()),
+    );
+    context.health.set_ready(false);
+    relay_shutdown.trigger();
+    let _ = relay_task.await;
+    let _ = sampler_task.await;
+    let _ = http_task.await;
+    context.nats.flush().await.ok();
+    info!("ingest stopped");
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! The `world.player_privacy` handler: opt-outs take effect for every later conversation.
+
+use npcmem_bus::{BatchHandler, Delivery, Disposition};
+use npcmem_core::validate::decode_message;
+use npcmem_core::wire::PlayerPrivacy;
+use npcmem_store::{PgPool, StoreError, privacy};
+use tracing::info;
+
+pub struct PrivacyHandler {
+    pool: PgPool,
+    max_payload_bytes: usize,
+}
+
+impl PrivacyHandler {
+    pub fn new(pool: PgPool, max_payload_bytes: usize) -> Self {
+        Self { pool, max_payload_bytes }
+    }
+
+    async fn apply(&self, updates: &[PlayerPrivacy]) -> Result<(), StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        // In order: for one player, the newest `at` wins whatever the arrival order.
+        for update in updates {
+            let applied =
+                privacy::set_allow_memory(&mut transaction, update.player_id, update.allow_memory, update.at).await?;
+            if applied {
+                info!(player_id = %update.player_id, allow_memory = update.allow_memory, "player privacy updated");
+            }
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+}
+
+impl BatchHandler for PrivacyHandler {
+    async fn handle(&self, batch: &[Delivery]) -> Result<Vec<Disposition>, String> {
+        let mut dispositions = Vec::with_capacity(batch.len());
+        let mut updates = Vec::with_capacity(batch.len());
+        for delivery in batch {
+            match decode_message::<PlayerPrivacy>(delivery.payload(), self.max_payload_bytes) {
+                Ok(update) => {
+                    updates.push(update);
+                    dispositions.push(Disposition::Done);
+                }
+                Err(error) => dispositions.push(error.into()),
+            }
+        }
+        self.apply(&updates).await.map_err(|error| error.to_string())?;
+        Ok(dispositions)
+    }
+}

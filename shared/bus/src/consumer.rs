@@ -1,0 +1,276 @@
+//! The one batch consumer loop every service runs (DESIGN §3 "Every consumer"): pull up
+//! to N messages, hand the batch to the service, ack after its commit, nak with a delay
+//! on transient failure, dead-letter permanent failures and the last allowed delivery.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
+use futures::StreamExt;
+use npcmem_core::validate::{ReasonCode, ValidationError};
+use tokio::sync::watch;
+use tracing::{debug, error, info, warn};
+
+use crate::dlq::{self, DeadLetterCause, DeadLetterInput};
+use crate::metrics::BusMetrics;
+use crate::publish::publish_with_id;
+use crate::retry::RetryPolicy;
+use crate::topology::{ConsumerSpec, Topology};
+
+/// One delivered message.
+pub struct Delivery {
+    message: jetstream::Message,
+    pub delivered: i64,
+    pub stream_sequence: u64,
+}
+
+impl Delivery {
+    pub fn payload(&self) -> &[u8] {
+        &self.message.payload
+    }
+    pub fn subject(&self) -> &str {
+        self.message.subject.as_str()
+    }
+    pub fn headers(&self) -> Option<&HeaderMap> {
+        self.message.headers.as_ref()
+    }
+    /// Resets `ack_wait` during a long handler (an LLM call).
+    pub async fn in_progress(&self) {
+        if let Err(error) = self.message.ack_with(AckKind::Progress).await {
+            debug!(%error, "in-progress ack failed");
+        }
+    }
+}
+
+/// What the handler decided for one message of the batch.
+#[derive(Debug, Clone)]
+pub enum Disposition {
+    /// Applied (or recognised as a duplicate) and committed: ack.
+    Done,
+    /// Permanently bad: dead-letter with this reason, then ack.
+    Reject(DeadLetterCause),
+    /// Failed for a reason that may pass: nak with a delay; dead-lettered as
+    /// `max_deliveries` once the consumer's last allowed delivery fails too.
+    Retry(String),
+}
+
+impl From<ValidationError> for Disposition {
+    fn from(error: ValidationError) -> Self {
+        Disposition::Reject(DeadLetterCause { code: error.code, message: error.message })
+    }
+}
+
+/// A service's batch logic. `handle` returns one disposition per delivery, in order, or
+/// `Err` when the whole batch failed transiently (the database is down): then every
+/// message is naked and the loop pauses before pulling again, so an outage does not burn
+/// the delivery attempts of the whole backlog.
+pub trait BatchHandler: Send + Sync + 'static {
+    fn handle(&self, batch: &[Delivery]) -> impl Future<Output = Result<Vec<Disposition>, String>> + Send;
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    pub batch_size: usize,
+    pub retry: RetryPolicy,
+    /// Idle heartbeat of the pull request; a missed one is logged and the loop goes on.
+    pub heartbeat: Duration,
+}
+
+impl Default for ConsumerSettings {
+    fn default() -> Self {
+        Self { batch_size: 64, retry: RetryPolicy::default(), heartbeat: Duration::from_secs(5) }
+    }
+}
+
+pub struct ConsumerLoop<H> {
+    pub js: jetstream::Context,
+    pub topology: Topology,
+    pub spec: ConsumerSpec,
+    pub settings: ConsumerSettings,
+    pub handler: H,
+    pub metrics: BusMetrics,
+}
+
+impl<H: BatchHandler> ConsumerLoop<H> {
+    /// Creates or updates the durable consumer; call before [`ConsumerLoop::run`] so a
+    /// service reports ready only once its consumers exist.
+    pub async fn prepare(&self) -> Result<PullConsumer, crate::BusError> {
+        self.topology.ensure_consumer(&self.js, &self.spec).await
+    }
+
+    /// Runs until `shutdown` flips to true; the batch in flight is finished first.
+    pub async fn run(self, consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) {
+        info!(consumer = %self.spec.name, durable = %self.spec.durable, "consumer started");
+        let mut consecutive_batch_failures: u32 = 0;
+        'reconnect: loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let Some(messages) = self.open_stream(&consumer, &mut shutdown).await else { break };
+            let mut chunks = messages.ready_chunks(self.settings.batch_size);
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    _ = shutdown.changed() => break 'reconnect,
+                    next = chunks.next() => next,
+                };
+                let Some(results) = next else {
+                    warn!(consumer = %self.spec.name, "message stream ended, reopening");
+                    continue 'reconnect;
+                };
+                let mut batch = Vec::with_capacity(results.len());
+                for result in results {
+                    match result {
+                        Ok(message) => match message.info() {
+                            Ok(info) => {
+                                let delivered = info.delivered;
+                                let stream_sequence = info.stream_sequence;
+                                batch.push(Delivery { message, delivered, stream_sequence });
+                            }
+                            Err(error) => warn!(%error, "message without jetstream metadata ignored"),
+                        },
+                        // STACK.md: a missed heartbeat after a server restart is not fatal.
+                        Err(error) => warn!(consumer = %self.spec.name, %error, "message stream error"),
+                    }
+                }
+                if batch.is_empty() {
+                    continue;
+                }
+                let batch_ok = self.process_batch(batch).await;
+                if batch_ok {
+                    consecutive_batch_failures = 0;
+                } else {
+                    consecutive_batch_failures += 1;
+                    let pause = self.settings.retry.delay_after(consecutive_batch_failures);
+                    warn!(consumer = %self.spec.name, pause_ms = pause.as_millis() as u64, "batch failed, pausing");
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.changed() => break 'reconnect,
+                    }
+                }
+            }
+        }
+        info!(consumer = %self.spec.name, "consumer stopped");
+    }
+
+    async fn open_stream(
+        &self,
+        consumer: &PullConsumer,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<jetstream::consumer::pull::Stream> {
+        let mut attempt = 0;
+        loop {
+            let opened = consumer
+                .stream()
+                .max_messages_per_batch(self.settings.batch_size)
+                .heartbeat(self.settings.heartbeat)
+                .expires(self.settings.heartbeat * 6)
+                .messages()
+                .await;
+            match opened {
+                Ok(stream) => return Some(stream),
+                Err(error) => {
+                    attempt += 1;
+                    let delay = self.settings.retry.delay_after(attempt);
+                    warn!(consumer = %self.spec.name, %error, "cannot open message stream, retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = shutdown.changed() => return None,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one batch; false when the handler failed it as a whole.
+    async fn process_batch(&self, batch: Vec<Delivery>) -> bool {
+        let started = Instant::now();
+        let consumer = self.spec.name.as_str();
+        let dispositions = match self.handler.handle(&batch).await {
+            Ok(dispositions) => {
+                debug_assert_eq!(dispositions.len(), batch.len(), "one disposition per delivery");
+                dispositions
+            }
+            Err(reason) => {
+                warn!(consumer, size = batch.len(), %reason, "batch failed transiently");
+                vec![Disposition::Retry(reason); batch.len()]
+            }
+        };
+        let whole_batch_failed = dispositions.iter().all(|d| matches!(d, Disposition::Retry(_)));
+        let (mut acked, mut retried, mut dead_lettered) = (0u64, 0u64, 0u64);
+        let mut acks = Vec::with_capacity(batch.len());
+        for (delivery, disposition) in batch.iter().zip(dispositions) {
+            let cause = match disposition {
+                Disposition::Done => {
+                    acked += 1;
+                    acks.push(delivery);
+                    continue;
+                }
+                Disposition::Reject(cause) => cause,
+                Disposition::Retry(reason) if delivery.delivered < self.spec.max_deliver => {
+                    retried += 1;
+                    let delay = self.settings.retry.delay_after(delivery.delivered.max(1) as u32);
+                    debug!(consumer, seq = delivery.stream_sequence, %reason, "retrying later");
+                    if let Err(error) = delivery.message.ack_with(AckKind::Nak(Some(delay))).await {
+                        warn!(consumer, %error, "nak failed; ack_wait will redeliver");
+                    }
+                    continue;
+                }
+                Disposition::Retry(reason) => DeadLetterCause {
+                    code: ReasonCode::MaxDeliveries,
+                    message: format!("gave up after {} deliveries: {reason}", delivery.delivered),
+                },
+            };
+            if self.dead_letter(delivery, &cause).await {
+                dead_lettered += 1;
+                acks.push(delivery);
+            } else {
+                // Never ack what could not be dead-lettered: it stays in its stream.
+                retried += 1;
+                let delay = self.settings.retry.delay_after(delivery.delivered.max(1) as u32);
+                if let Err(error) = delivery.message.ack_with(AckKind::Nak(Some(delay))).await {
+                    warn!(consumer, %error, "nak failed; ack_wait will redeliver");
+                }
+            }
+        }
+        let ack_results = futures::future::join_all(acks.iter().map(|d| d.message.ack())).await;
+        for result in ack_results {
+            if let Err(error) = result {
+                // The work is committed; a redelivery will be recognised as a duplicate.
+                warn!(consumer, %error, "ack failed");
+            }
+        }
+        self.metrics.record_outcome(consumer, "acked", acked);
+        self.metrics.record_outcome(consumer, "retried", retried);
+        self.metrics.record_outcome(consumer, "dead_lettered", dead_lettered);
+        self.metrics.observe_batch(consumer, started.elapsed());
+        !whole_batch_failed
+    }
+
+    async fn dead_letter(&self, delivery: &Delivery, cause: &DeadLetterCause) -> bool {
+        let letter = dlq::build(DeadLetterInput {
+            consumer: &self.spec.name,
+            original_subject: delivery.subject(),
+            original_headers: delivery.headers(),
+            payload: delivery.payload(),
+            deliveries: delivery.delivered,
+            stream_sequence: delivery.stream_sequence,
+            cause,
+            max_message_bytes: self.topology.settings.max_message_bytes as usize,
+        });
+        let subject = self.topology.dlq(&self.spec.name);
+        match publish_with_id(&self.js, &subject, &letter.msg_id, Some(letter.headers), letter.body).await {
+            Ok(_) => {
+                warn!(consumer = %self.spec.name, seq = delivery.stream_sequence, reason = cause.code.as_str(),
+                      message = %cause.message, "dead-lettered");
+                self.metrics.record_dead_letter(&self.spec.name, cause.code.as_str());
+                true
+            }
+            Err(error) => {
+                error!(consumer = %self.spec.name, %error, "dead-letter publish failed, will retry");
+                false
+            }
+        }
+    }
+}

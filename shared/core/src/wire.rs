@@ -1,0 +1,858 @@
+//! Serde types for every message of DESIGN §3, game-facing and internal.
+//!
+//! Forward compatibility: unknown fields are ignored everywhere (no
+//! `deny_unknown_fields`), and a missing `schema_version` on an inbound message means 1.
+//! Inbound bytes from a game server should be decoded through [`crate::validate`],
+//! which turns every violation into a dead-letter reason code; the plain serde impls
+//! here are what services use for messages they produce themselves.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub use crate::memory::{EmotionalValence, MemoryType, SafetyFlag};
+
+/// The only payload version this code reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Serde default for `schema_version`: a message without one is version 1 (DESIGN §3).
+pub fn schema_v1() -> u32 {
+    SCHEMA_VERSION
+}
+
+// ---------------------------------------------------------------------------
+// conversation.ended (game server → ingest)
+// ---------------------------------------------------------------------------
+
+/// `P.conversation.ended`: a finished player–NPC conversation, the main input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationEnded {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub conversation_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub npc: NpcInfo,
+    pub player: PlayerInfo,
+    #[serde(default)]
+    pub location: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub messages: Vec<TranscriptMessage>,
+}
+
+/// The NPC side of a conversation. Names, roles and factions are game data, not PII.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpcInfo {
+    pub name: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub factions: Vec<String>,
+}
+
+/// The player side of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlayerInfo {
+    pub name: String,
+    #[serde(default)]
+    pub factions: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptMessage {
+    pub speaker: Speaker,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Speaker {
+    Player,
+    Npc,
+}
+
+impl Speaker {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Speaker::Player => "player",
+            Speaker::Npc => "npc",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Jobs and privacy
+// ---------------------------------------------------------------------------
+
+/// `P.job.extract` (ingest → extract). `Nats-Msg-Id` = conversation_id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtractJob {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub conversation_id: Uuid,
+}
+
+/// `P.job.consolidate` (consolidate scheduler → consolidate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsolidateJob {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+}
+
+/// `P.world.player_privacy` (game server → ingest-privacy): a player opted in or out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlayerPrivacy {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub player_id: Uuid,
+    pub allow_memory: bool,
+    pub at: DateTime<Utc>,
+}
+
+// ---------------------------------------------------------------------------
+// Core NATS notifications (no stream, best effort)
+// ---------------------------------------------------------------------------
+
+/// `P.cache.invalidate` (writers → every enricher). `None` on a side means every pair
+/// on that side: `{npc_id: None, player_id: Some(p)}` drops everything about player p.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheInvalidate {
+    #[serde(default)]
+    pub npc_id: Option<Uuid>,
+    #[serde(default)]
+    pub player_id: Option<Uuid>,
+}
+
+/// `P.control.changed`: a runtime switch (e.g. `degraded`, `gossip`) changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlChanged {
+    pub switch: String,
+    #[serde(default)]
+    pub value: serde_json::Value,
+}
+
+// ---------------------------------------------------------------------------
+// Events (EVENTS stream)
+// ---------------------------------------------------------------------------
+
+/// Which extractor produced a batch of memories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtractorKind {
+    Llm,
+    Rules,
+}
+
+impl ExtractorKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ExtractorKind::Llm => "llm",
+            ExtractorKind::Rules => "rules",
+        }
+    }
+}
+
+/// `P.event.memory.stored` (extract → relate, gossip-learn). Sent exactly once per
+/// conversation, also with an empty `memories` list: it still counts as an interaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryStored {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub event_id: Uuid,
+    pub conversation_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    #[serde(default)]
+    pub npc_factions: Vec<String>,
+    #[serde(default)]
+    pub player_factions: Vec<String>,
+    pub extractor: ExtractorKind,
+    pub ended_at: DateTime<Utc>,
+    #[serde(default)]
+    pub memories: Vec<StoredMemory>,
+}
+
+/// One memory as carried by `event.memory.stored`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMemory {
+    pub id: Uuid,
+    pub memory_type: MemoryType,
+    pub content: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub importance: f64,
+    pub confidence: f64,
+    #[serde(default)]
+    pub emotional_valence: EmotionalValence,
+    #[serde(default)]
+    pub emotional_intensity: f64,
+    #[serde(default)]
+    pub safety_flag: SafetyFlag,
+}
+
+/// The six relationship dimensions (each in [0, 1]) and the stage at one version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationshipSnapshot {
+    pub trust: f64,
+    pub fear: f64,
+    pub respect: f64,
+    pub loyalty: f64,
+    pub friendliness: f64,
+    pub romantic_interest: f64,
+    pub stage: String,
+}
+
+/// `P.event.relationship.changed` (relate → anyone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationshipChanged {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub event_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    /// The conversation whose memories caused the change; `None` for admin changes.
+    #[serde(default)]
+    pub conversation_id: Option<Uuid>,
+    /// The relationship row's version after the change.
+    pub version: i64,
+    pub old: RelationshipSnapshot,
+    pub new: RelationshipSnapshot,
+}
+
+/// `P.event.knowledge.learned` (gossip → anyone). `fact` is the knowledge fact as the
+/// gossip service stores it; kept untyped here so its shape can evolve with gossip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeLearned {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub event_id: Uuid,
+    /// The NPC who now knows the fact (the listener).
+    pub npc_id: Uuid,
+    pub fact: serde_json::Value,
+    /// The speaker when learned through gossip; `None` for observations and authored facts.
+    #[serde(default)]
+    pub from_npc_id: Option<Uuid>,
+}
+
+// ---------------------------------------------------------------------------
+// Story signals (SIGNALS stream, read by game servers)
+// ---------------------------------------------------------------------------
+
+/// `signal_type` values; the subject is `P.signal.<signal_type>`.
+pub mod signal_type {
+    pub const RELATIONSHIP_CHANGED: &str = "relationship_changed";
+    pub const SECRET_LEARNED: &str = "secret_learned";
+    pub const MEMORY_MILESTONE: &str = "memory_milestone";
+    pub const FACTION_REPUTATION_SHIFT: &str = "faction_reputation_shift";
+    pub const ALL: [&str; 4] = [
+        RELATIONSHIP_CHANGED,
+        SECRET_LEARNED,
+        MEMORY_MILESTONE,
+        FACTION_REPUTATION_SHIFT,
+    ];
+}
+
+/// `event_type` values of a `relationship_changed` signal: the seed's
+/// §MemoryEventBridge thresholds plus a stage change.
+pub mod relationship_event_type {
+    /// trust < 0.2
+    pub const NPC_HOSTILE: &str = "npc_hostile";
+    /// trust > 0.8
+    pub const NPC_TRUSTED_ALLY: &str = "npc_trusted_ally";
+    /// fear > 0.7
+    pub const NPC_COWERED: &str = "npc_cowered";
+    /// respect > 0.8
+    pub const NPC_RESPECT: &str = "npc_respect";
+    /// friendliness > 0.9
+    pub const NPC_BEST_FRIEND: &str = "npc_best_friend";
+    /// friendliness < 0.1
+    pub const NPC_DESPISE: &str = "npc_despise";
+    pub const STAGE_CHANGED: &str = "stage_changed";
+}
+
+/// A story signal on `P.signal.<signal_type>`, with `Nats-Msg-Id = signal_id`.
+/// Signals for one pair may arrive out of order: subscribers order by `version` and
+/// deduplicate by `signal_id`. Fields a signal type does not use are `null`; fields
+/// specific to one signal type (e.g. a faction name) travel in `extra`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signal {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub signal_id: Uuid,
+    /// One of [`signal_type`].
+    pub signal_type: String,
+    #[serde(default)]
+    pub event_type: Option<String>,
+    pub npc_id: Uuid,
+    #[serde(default)]
+    pub player_id: Option<Uuid>,
+    #[serde(default)]
+    pub dimension: Option<String>,
+    #[serde(default)]
+    pub old_value: Option<f64>,
+    #[serde(default)]
+    pub new_value: Option<f64>,
+    #[serde(default)]
+    pub stage: Option<String>,
+    #[serde(default)]
+    pub conversation_id: Option<Uuid>,
+    #[serde(default)]
+    pub version: Option<i64>,
+    pub at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+// ---------------------------------------------------------------------------
+// World messages (game server → gossip)
+// ---------------------------------------------------------------------------
+
+/// Seed §Knowledge Graph categories, used by observations and authored facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnowledgeCategory {
+    PlayerTrait,
+    WorldEvent,
+    LocationInfo,
+    NpcGossip,
+    FactionIntel,
+}
+
+impl KnowledgeCategory {
+    pub const ALL: [KnowledgeCategory; 5] = [
+        KnowledgeCategory::PlayerTrait,
+        KnowledgeCategory::WorldEvent,
+        KnowledgeCategory::LocationInfo,
+        KnowledgeCategory::NpcGossip,
+        KnowledgeCategory::FactionIntel,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            KnowledgeCategory::PlayerTrait => "player_trait",
+            KnowledgeCategory::WorldEvent => "world_event",
+            KnowledgeCategory::LocationInfo => "location_info",
+            KnowledgeCategory::NpcGossip => "npc_gossip",
+            KnowledgeCategory::FactionIntel => "faction_intel",
+        }
+    }
+}
+
+/// `P.world.npc_moved`. Room ids are the game's own strings (≤ 200 chars).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpcMoved {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub room_id: String,
+    pub at: DateTime<Utc>,
+}
+
+/// `P.world.npc_profile`: who an NPC is and what drives its gossip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NpcProfile {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub name: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub factions: Vec<String>,
+    /// `None` keeps whatever drives the NPC had (or the defaults for a new NPC).
+    #[serde(default)]
+    pub drives: Option<Drives>,
+    #[serde(default)]
+    pub mood: Option<Mood>,
+    /// When the game produced the profile; factions from the latest timestamp win
+    /// (DESIGN §9). `None` means "now" to the receiver.
+    #[serde(default)]
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// Gossip motivations of seed §GossipSystem, each in [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Drives {
+    #[serde(default = "half")]
+    pub social: f64,
+    #[serde(default = "half")]
+    pub safety: f64,
+    #[serde(default = "half")]
+    pub loyalty: f64,
+    #[serde(default = "half")]
+    pub curiosity: f64,
+}
+
+fn half() -> f64 {
+    0.5
+}
+
+impl Default for Drives {
+    /// A neutral NPC: every drive at 0.5.
+    fn default() -> Self {
+        Drives {
+            social: 0.5,
+            safety: 0.5,
+            loyalty: 0.5,
+            curiosity: 0.5,
+        }
+    }
+}
+
+/// Seed §Emotional State. `mood` is one of the seed's moods (happy, excited, calm,
+/// anxious, angry, fearful, sad, suspicious, confident, neutral) but kept as a string so
+/// a game's own moods pass through to the prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mood {
+    pub mood: String,
+    #[serde(default)]
+    pub intensity: f64,
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `P.world.observation`: something NPCs witnessed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub observation_id: Uuid,
+    pub witness_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub subject_id: Option<Uuid>,
+    pub category: KnowledgeCategory,
+    pub content: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub importance: f64,
+    pub at: DateTime<Utc>,
+}
+
+/// `P.world.fact`: an authored fact that some NPCs know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorldFact {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub fact_id: Uuid,
+    pub npc_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub subject_id: Option<Uuid>,
+    pub category: KnowledgeCategory,
+    pub content: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub importance: f64,
+    /// Authored facts are certain unless the game says otherwise.
+    #[serde(default = "full_confidence")]
+    pub confidence: f64,
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+fn full_confidence() -> f64 {
+    1.0
+}
+
+// ---------------------------------------------------------------------------
+// Enrich (core NATS request/reply and POST /v1/context)
+// ---------------------------------------------------------------------------
+
+/// `P.enrich.request`: prompt context for the NPC's next reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrichRequest {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    /// The player's current message, used to rank memories by relevance.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Total context token budget; `None` lets the enrich service use its default.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// With a persona the reply carries a rendered `system_prompt`.
+    #[serde(default)]
+    pub npc: Option<Persona>,
+    /// A prompt template with `{reputation}`, `{memory_context}`, … placeholders.
+    #[serde(default)]
+    pub template: Option<String>,
+}
+
+/// The NPC persona fields of the seed's `PromptBuilder.build_system_prompt`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Persona {
+    pub name: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub personality: String,
+    #[serde(default)]
+    pub speaking_style: String,
+    #[serde(default)]
+    pub knowledge_domains: Vec<String>,
+    #[serde(default)]
+    pub secret_knowledge: Vec<String>,
+    #[serde(default)]
+    pub will_discuss: Vec<String>,
+    #[serde(default)]
+    pub wont_discuss: Vec<String>,
+}
+
+/// Reply to [`EnrichRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrichReply {
+    #[serde(default)]
+    pub sections: Vec<ContextSection>,
+    /// `reputation` and `memory_context`, sorted by name for stable output.
+    #[serde(default)]
+    pub placeholders: BTreeMap<String, String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub token_count: u32,
+    /// Providers that timed out or failed and were left out.
+    #[serde(default)]
+    pub degraded: Vec<String>,
+    #[serde(default)]
+    pub elapsed_us: u64,
+}
+
+/// One context provider's contribution (seed §ContextProvider Protocol).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextSection {
+    /// `relationship`, `working_memory`, `memory`, `knowledge`, …
+    pub provider: String,
+    pub content: String,
+    pub token_count: u32,
+}
+
+/// Error reply of every request/reply endpoint: `{"error":{"code","message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub error: ErrorBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: String,
+    pub message: String,
+}
+
+impl ErrorReply {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        ErrorReply {
+            error: ErrorBody {
+                code: code.into(),
+                message: message.into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip<T>(value: &T) -> T
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+    {
+        let json = serde_json::to_string(value).expect("serialises");
+        serde_json::from_str(&json).expect("deserialises its own output")
+    }
+
+    #[test]
+    fn conversation_ended_matches_the_design_example() {
+        let payload = json!({
+            "schema_version": 1,
+            "conversation_id": "0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10",
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "player_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32",
+            "npc": {"name": "Brom", "role": "blacksmith", "factions": ["smiths_guild"]},
+            "player": {"name": "Aria", "factions": ["thieves_guild"]},
+            "location": "Market Square",
+            "started_at": "2025-06-01T12:00:00Z",
+            "ended_at": "2025-06-01T12:05:00Z",
+            "messages": [
+                {"speaker": "player", "text": "I need a sword."},
+                {"speaker": "npc", "text": "..."}
+            ],
+            "some_future_field": {"ignored": true}
+        });
+        let conversation: ConversationEnded =
+            serde_json::from_value(payload).expect("design example decodes");
+        assert_eq!(conversation.npc.role.as_deref(), Some("blacksmith"));
+        assert_eq!(conversation.messages[0].speaker, Speaker::Player);
+        assert_eq!(conversation.messages[1].speaker, Speaker::Npc);
+        assert_eq!(round_trip(&conversation), conversation);
+
+        let json = serde_json::to_value(&conversation).expect("serialises");
+        assert_eq!(json["messages"][1]["speaker"], "npc");
+    }
+
+    #[test]
+    fn missing_schema_version_means_one() {
+        let job: ExtractJob =
+            serde_json::from_str(r#"{"conversation_id":"0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10"}"#)
+                .expect("decodes");
+        assert_eq!(job.schema_version, 1);
+    }
+
+    #[test]
+    fn memory_stored_uses_lowercase_enums() {
+        let payload = json!({
+            "schema_version": 1,
+            "event_id": "0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10",
+            "conversation_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "npc_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32",
+            "player_id": "3e0b7d85-9c3b-4fad-8074-6c5d4f2b1e43",
+            "npc_factions": ["smiths_guild"],
+            "player_factions": [],
+            "extractor": "rules",
+            "ended_at": "2025-06-01T12:05:00Z",
+            "memories": [{
+                "id": "4f1c8e96-ad4c-4b0e-9185-7d6e5a3c2f54",
+                "memory_type": "episodic",
+                "content": "Aria bought a sword",
+                "tags": ["trade"],
+                "importance": 0.4,
+                "confidence": 0.9,
+                "emotional_valence": "neutral",
+                "emotional_intensity": 0.1,
+                "safety_flag": "clean"
+            }]
+        });
+        let event: MemoryStored = serde_json::from_value(payload.clone()).expect("decodes");
+        assert_eq!(event.extractor, ExtractorKind::Rules);
+        assert_eq!(event.memories[0].memory_type, MemoryType::Episodic);
+        assert_eq!(serde_json::to_value(&event).expect("serialises"), payload);
+    }
+
+    #[test]
+    fn signal_keeps_type_specific_fields_in_extra() {
+        let payload = json!({
+            "schema_version": 1,
+            "signal_id": "0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10",
+            "signal_type": "faction_reputation_shift",
+            "event_type": null,
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "player_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32",
+            "dimension": null,
+            "old_value": 0.2,
+            "new_value": 0.3,
+            "stage": null,
+            "conversation_id": null,
+            "version": null,
+            "at": "2025-06-01T12:05:00Z",
+            "faction": "smiths_guild"
+        });
+        let signal: Signal = serde_json::from_value(payload.clone()).expect("decodes");
+        assert_eq!(signal.extra.get("faction"), Some(&json!("smiths_guild")));
+        assert_eq!(signal.new_value, Some(0.3));
+        assert_eq!(serde_json::to_value(&signal).expect("serialises"), payload);
+    }
+
+    #[test]
+    fn relationship_signal_matches_the_design_example() {
+        let payload = json!({
+            "schema_version": 1,
+            "signal_id": "0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10",
+            "signal_type": "relationship_changed",
+            "event_type": "npc_hostile",
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "player_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32",
+            "dimension": "trust",
+            "old_value": 0.23,
+            "new_value": 0.18,
+            "stage": "enemy",
+            "conversation_id": "3e0b7d85-9c3b-4fad-8074-6c5d4f2b1e43",
+            "at": "2025-06-01T12:05:00Z"
+        });
+        let signal: Signal = serde_json::from_value(payload).expect("decodes");
+        assert_eq!(
+            signal.event_type.as_deref(),
+            Some(relationship_event_type::NPC_HOSTILE)
+        );
+        assert_eq!(signal.version, None);
+        assert!(signal.extra.is_empty());
+        assert_eq!(round_trip(&signal), signal);
+    }
+
+    #[test]
+    fn world_messages_match_the_design_examples() {
+        let profile: NpcProfile = serde_json::from_value(json!({
+            "schema_version": 1,
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "name": "Tobin", "role": "stable boy", "factions": [],
+            "drives": {"social": 0.8, "safety": 0.3, "loyalty": 0.5, "curiosity": 0.6},
+            "mood": {"mood": "anxious", "intensity": 0.6, "expires_at": "2025-06-01T13:00:00Z"}
+        }))
+        .expect("profile decodes");
+        assert_eq!(profile.drives.map(|drives| drives.social), Some(0.8));
+        assert_eq!(profile.mood.as_ref().map(|mood| mood.mood.as_str()), Some("anxious"));
+        assert_eq!(round_trip(&profile), profile);
+
+        let observation: Observation = serde_json::from_value(json!({
+            "schema_version": 1,
+            "observation_id": "0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10",
+            "witness_ids": ["1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21"],
+            "subject_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32",
+            "category": "world_event", "content": "Bandits raided the mill",
+            "tags": ["bandits"], "importance": 0.8, "at": "2025-06-01T12:05:00Z"
+        }))
+        .expect("observation decodes");
+        assert_eq!(observation.category, KnowledgeCategory::WorldEvent);
+        assert_eq!(round_trip(&observation), observation);
+
+        let fact: WorldFact = serde_json::from_value(json!({
+            "schema_version": 1,
+            "fact_id": "0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10",
+            "npc_ids": ["1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21"],
+            "subject_id": null, "category": "location_info",
+            "content": "The cave has treasure", "tags": ["cave"],
+            "importance": 0.6, "expires_at": null
+        }))
+        .expect("fact decodes");
+        assert_eq!(fact.confidence, 1.0);
+        assert_eq!(round_trip(&fact), fact);
+
+        let moved: NpcMoved = serde_json::from_value(json!({
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "room_id": "tavern-1", "at": "2025-06-01T12:05:00Z"
+        }))
+        .expect("npc_moved decodes");
+        assert_eq!(moved.schema_version, 1);
+
+        for category in KnowledgeCategory::ALL {
+            let json = serde_json::to_value(category).expect("serialises");
+            assert_eq!(json, json!(category.as_str()));
+        }
+    }
+
+    #[test]
+    fn enrich_request_matches_the_design_example() {
+        let request: EnrichRequest = serde_json::from_value(json!({
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "player_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32",
+            "message": "Do you remember me?", "max_tokens": 1024,
+            "npc": {"name": "Brom", "role": "blacksmith", "personality": "gruff but fair",
+                    "speaking_style": "short sentences", "knowledge_domains": ["smithing"],
+                    "secret_knowledge": [], "will_discuss": [], "wont_discuss": []},
+            "template": null
+        }))
+        .expect("decodes");
+        assert_eq!(request.schema_version, 1);
+        assert_eq!(request.max_tokens, Some(1024));
+        assert_eq!(
+            request.npc.as_ref().map(|persona| persona.personality.as_str()),
+            Some("gruff but fair")
+        );
+        assert_eq!(round_trip(&request), request);
+
+        let minimal: EnrichRequest = serde_json::from_value(json!({
+            "npc_id": "1c8f5b63-7a1f-4d8b-8e52-4a3b2d0f9c21",
+            "player_id": "2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32"
+        }))
+        .expect("minimal request decodes");
+        assert_eq!(minimal.npc, None);
+        assert_eq!(minimal.message, None);
+    }
+
+    #[test]
+    fn enrich_reply_and_error_reply_serialise_as_designed() {
+        let reply = EnrichReply {
+            sections: vec![ContextSection {
+                provider: "relationship".into(),
+                content: "Brom trusts Aria.".into(),
+                token_count: 5,
+            }],
+            placeholders: BTreeMap::from([("reputation".into(), "friend".into())]),
+            system_prompt: None,
+            token_count: 5,
+            degraded: vec!["knowledge".into()],
+            elapsed_us: 850,
+        };
+        let json = serde_json::to_value(&reply).expect("serialises");
+        assert_eq!(json["sections"][0]["provider"], "relationship");
+        assert_eq!(json["placeholders"]["reputation"], "friend");
+        assert_eq!(round_trip(&reply), reply);
+
+        let error = ErrorReply::new("not_found", "no such npc");
+        assert_eq!(
+            serde_json::to_value(&error).expect("serialises"),
+            json!({"error": {"code": "not_found", "message": "no such npc"}})
+        );
+    }
+
+    #[test]
+    fn cache_invalidate_null_means_every_pair_on_that_side() {
+        let invalidate: CacheInvalidate = serde_json::from_str(
+            r#"{"npc_id":null,"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32"}"#,
+        )
+        .expect("decodes");
+        assert_eq!(invalidate.npc_id, None);
+        assert!(invalidate.player_id.is_some());
+        assert_eq!(
+            serde_json::to_value(CacheInvalidate::default()).expect("serialises"),
+            json!({"npc_id": null, "player_id": null})
+        );
+
+        let control: ControlChanged =
+            serde_json::from_str(r#"{"switch":"degraded","value":true}"#).expect("decodes");
+        assert_eq!(control.value, json!(true));
+    }
+
+    #[test]
+    fn relationship_and_knowledge_events_round_trip() {
+        let snapshot = |trust: f64, stage: &str| RelationshipSnapshot {
+            trust,
+            fear: 0.0,
+            respect: 0.5,
+            loyalty: 0.5,
+            friendliness: 0.5,
+            romantic_interest: 0.0,
+            stage: stage.into(),
+        };
+        let changed = RelationshipChanged {
+            schema_version: SCHEMA_VERSION,
+            event_id: Uuid::from_u128(1),
+            npc_id: Uuid::from_u128(2),
+            player_id: Uuid::from_u128(3),
+            conversation_id: Some(Uuid::from_u128(4)),
+            version: 7,
+            old: snapshot(0.5, "acquaintance"),
+            new: snapshot(0.62, "friend"),
+        };
+        assert_eq!(round_trip(&changed), changed);
+
+        let learned = KnowledgeLearned {
+            schema_version: SCHEMA_VERSION,
+            event_id: Uuid::from_u128(1),
+            npc_id: Uuid::from_u128(2),
+            fact: json!({"content": "The cave has treasure", "hop_count": 1}),
+            from_npc_id: None,
+        };
+        assert_eq!(round_trip(&learned), learned);
+
+        let privacy = PlayerPrivacy {
+            schema_version: SCHEMA_VERSION,
+            player_id: Uuid::from_u128(3),
+            allow_memory: false,
+            at: DateTime::from_timestamp(1_750_000_000, 0).expect("valid timestamp"),
+        };
+        assert_eq!(round_trip(&privacy), privacy);
+
+        let consolidate = ConsolidateJob {
+            schema_version: SCHEMA_VERSION,
+            npc_id: Uuid::from_u128(2),
+            player_id: Uuid::from_u128(3),
+        };
+        assert_eq!(round_trip(&consolidate), consolidate);
+    }
+}

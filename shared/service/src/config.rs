@@ -1,0 +1,129 @@
+//! Settings every service shares (DESIGN §6). Each appears in `--help` with its variable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use npcmem_bus::{ConsumerSettings, RelaySettings, RetryPolicy, TopologySettings};
+use npcmem_store::PoolOptions;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonConfig {
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, env = "NPCMEM_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    pub nats_url: String,
+    #[arg(long, env = "NPCMEM_NATS_USER")]
+    pub nats_user: Option<String>,
+    #[arg(long, env = "NPCMEM_NATS_PASSWORD", hide_env_values = true)]
+    pub nats_password: Option<String>,
+    #[arg(long, env = "NPCMEM_DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/npcmem")]
+    pub database_url: String,
+    #[arg(long, env = "NPCMEM_DATABASE_MAX_CONNECTIONS", default_value_t = 8)]
+    pub database_max_connections: u32,
+    /// Prefix of every subject; isolates game worlds sharing a NATS cluster.
+    #[arg(long, env = "NPCMEM_SUBJECT_PREFIX", default_value = "npcmem")]
+    pub subject_prefix: String,
+    /// Prefix of every stream and durable consumer name.
+    #[arg(long, env = "NPCMEM_STREAM_PREFIX", default_value = "NPCMEM")]
+    pub stream_prefix: String,
+    /// Address of /healthz, /readyz and /metrics (port 0 picks a free one).
+    #[arg(long, env = "NPCMEM_HTTP_ADDR")]
+    pub http_addr: Option<SocketAddr>,
+    #[arg(long, env = "NPCMEM_LOG_FORMAT", value_enum, default_value = "pretty")]
+    pub log_format: LogFormat,
+    /// Messages pulled and committed together.
+    #[arg(long, env = "NPCMEM_BATCH_SIZE", default_value_t = 64)]
+    pub batch_size: usize,
+    #[arg(long, env = "NPCMEM_ACK_WAIT_SECS", default_value_t = 30)]
+    pub ack_wait_secs: u64,
+    #[arg(long, env = "NPCMEM_MAX_DELIVER", default_value_t = 5)]
+    pub max_deliver: i64,
+    #[arg(long, env = "NPCMEM_MAX_ACK_PENDING", default_value_t = 1000)]
+    pub max_ack_pending: i64,
+    /// First retry delay after a transient failure; later ones triple up to 60 s.
+    #[arg(long, env = "NPCMEM_RETRY_INITIAL_MS", default_value_t = 1000)]
+    pub retry_initial_ms: u64,
+    #[arg(long, env = "NPCMEM_DUPLICATE_WINDOW_SECS", default_value_t = 120)]
+    pub duplicate_window_secs: u64,
+    #[arg(long, env = "NPCMEM_MAX_MESSAGE_BYTES", default_value_t = 1024 * 1024)]
+    pub max_message_bytes: i32,
+    /// max_bytes of each work-queue stream (CONVERSATIONS, JOBS); new messages are refused beyond it.
+    #[arg(long, env = "NPCMEM_WORK_QUEUE_MAX_BYTES", default_value_t = 4 * 1024 * 1024 * 1024)]
+    pub work_queue_max_bytes: i64,
+    /// max_bytes of each limits stream (EVENTS, WORLD, SIGNALS, DLQ); oldest dropped beyond it.
+    #[arg(long, env = "NPCMEM_LIMITS_STREAM_MAX_BYTES", default_value_t = 8 * 1024 * 1024 * 1024)]
+    pub limits_stream_max_bytes: i64,
+    /// Stream replicas (3 on a JetStream cluster).
+    #[arg(long, env = "NPCMEM_STREAM_REPLICAS", default_value_t = 1)]
+    pub stream_replicas: usize,
+    /// Outbox rows published per round (also the window of outstanding PubAcks).
+    #[arg(long, env = "NPCMEM_OUTBOX_BATCH_SIZE", default_value_t = 256)]
+    pub outbox_batch_size: i64,
+    #[arg(long, env = "NPCMEM_OUTBOX_POLL_MS", default_value_t = 500)]
+    pub outbox_poll_ms: u64,
+    /// How long start-up waits for NATS and Postgres before giving up.
+    #[arg(long, env = "NPCMEM_STARTUP_TIMEOUT_SECS", default_value_t = 60)]
+    pub startup_timeout_secs: u64,
+}
+
+impl CommonConfig {
+    pub fn validate(&self) -> Result<(), crate::ServiceError> {
+        let valid_token = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid_token(&self.subject_prefix) {
+            return Err(crate::ServiceError::Config(format!(
+                "NPCMEM_SUBJECT_PREFIX {:?} must be letters, digits, '_' or '-'", self.subject_prefix
+            )));
+        }
+        if !valid_token(&self.stream_prefix) {
+            return Err(crate::ServiceError::Config(format!(
+                "NPCMEM_STREAM_PREFIX {:?} must be letters, digits, '_' or '-'", self.stream_prefix
+            )));
+        }
+        if self.batch_size == 0 || self.batch_size > 1000 {
+            return Err(crate::ServiceError::Config("NPCMEM_BATCH_SIZE must be 1..=1000".into()));
+        }
+        if self.max_deliver < 2 {
+            return Err(crate::ServiceError::Config("NPCMEM_MAX_DELIVER must be at least 2".into()));
+        }
+        Ok(())
+    }
+
+    pub fn topology_settings(&self) -> TopologySettings {
+        TopologySettings {
+            max_message_bytes: self.max_message_bytes,
+            work_queue_max_bytes: self.work_queue_max_bytes,
+            limits_stream_max_bytes: self.limits_stream_max_bytes,
+            duplicate_window: Duration::from_secs(self.duplicate_window_secs),
+            replicas: self.stream_replicas,
+            memory_storage: false,
+            ack_wait: Duration::from_secs(self.ack_wait_secs),
+            max_deliver: self.max_deliver,
+            max_ack_pending: self.max_ack_pending,
+        }
+    }
+
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy { initial_delay: Duration::from_millis(self.retry_initial_ms), ..RetryPolicy::default() }
+    }
+
+    pub fn consumer_settings(&self) -> ConsumerSettings {
+        ConsumerSettings { batch_size: self.batch_size, retry: self.retry_policy(), ..ConsumerSettings::default() }
+    }
+
+    pub fn relay_settings(&self) -> RelaySettings {
+        RelaySettings {
+            batch_size: self.outbox_batch_size,
+            poll_interval: Duration::from_millis(self.outbox_poll_ms),
+            ..RelaySettings::default()
+        }
+    }
+
+    pub fn pool_options(&self) -> PoolOptions {
+        PoolOptions { max_connections: self.database_max_connections, ..PoolOptions::default() }
+    }
+}

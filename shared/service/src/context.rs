@@ -1,0 +1,109 @@
+//! The connected runtime a service starts from: NATS, JetStream, the Postgres pool with
+//! migrations applied, the topology ensured, and the shared metrics.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use npcmem_bus::{BusMetrics, OutboxRelay, Topology};
+use prometheus_client::registry::Registry;
+use sqlx::PgPool;
+use tracing::{info, warn};
+
+use crate::config::CommonConfig;
+use crate::error::ServiceError;
+use crate::health::Health;
+
+pub struct ServiceContext {
+    pub config: CommonConfig,
+    pub service_name: String,
+    pub nats: async_nats::Client,
+    pub js: jetstream::Context,
+    pub pool: PgPool,
+    pub topology: Topology,
+    pub bus_metrics: BusMetrics,
+    pub health: Health,
+}
+
+impl ServiceContext {
+    /// Connects to NATS and Postgres (retrying until `startup_timeout_secs`), applies the
+    /// migrations and ensures the stream topology. Start order of services never matters.
+    pub async fn connect(
+        config: &CommonConfig,
+        service_name: &str,
+        registry: &mut Registry,
+    ) -> Result<Self, ServiceError> {
+        config.validate()?;
+        let deadline = Instant::now() + Duration::from_secs(config.startup_timeout_secs);
+        let nats = retry_until(deadline, "nats", || connect_nats(config, service_name)).await?;
+        let js = jetstream::new(nats.clone());
+        let pool = retry_until(deadline, "postgres", || async {
+            let pool = npcmem_store::connect(&config.database_url, &config.pool_options()).await?;
+            npcmem_store::migrate(&pool).await?;
+            Ok::<_, ServiceError>(pool)
+        })
+        .await?;
+        let topology = Topology::new(&config.subject_prefix, &config.stream_prefix, config.topology_settings());
+        retry_until(deadline, "jetstream topology", || async {
+            topology.ensure(&js).await.map_err(ServiceError::from)
+        })
+        .await?;
+        let bus_metrics = BusMetrics::register(registry);
+        let health = Health::new(pool.clone(), nats.clone(), bus_metrics.clone());
+        info!(service = service_name, subject_prefix = %config.subject_prefix, "connected");
+        Ok(Self {
+            config: config.clone(),
+            service_name: service_name.to_string(),
+            nats,
+            js,
+            pool,
+            topology,
+            bus_metrics,
+            health,
+        })
+    }
+
+    pub fn outbox_relay(&self) -> OutboxRelay {
+        OutboxRelay {
+            pool: self.pool.clone(),
+            js: self.js.clone(),
+            settings: self.config.relay_settings(),
+            metrics: self.bus_metrics.clone(),
+        }
+    }
+}
+
+async fn connect_nats(config: &CommonConfig, service_name: &str) -> Result<async_nats::Client, ServiceError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(format!("npcmem-{service_name}"))
+        .connection_timeout(Duration::from_secs(5))
+        .request_timeout(Some(Duration::from_secs(5)));
+    if let (Some(user), Some(password)) = (&config.nats_user, &config.nats_password) {
+        options = options.user_and_password(user.clone(), password.clone());
+    }
+    // No retry_on_initial_connect: a failed first connect returns, and `retry_until`
+    // decides how long to keep trying. Once connected the client reconnects by itself.
+    let client = options
+        .connect(config.nats_url.as_str())
+        .await
+        .map_err(|error| ServiceError::Bus(npcmem_bus::BusError::Connect(error)))?;
+    Ok(client)
+}
+
+async fn retry_until<T, F, Fut>(deadline: Instant, what: &str, mut attempt: F) -> Result<T, ServiceError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ServiceError>>,
+{
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(error) if Instant::now() + delay < deadline => {
+                warn!(%error, what, "not reachable yet, retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The HTTP listener: `/healthz`, `/readyz`, Prometheus `/metrics`, plus any routes a
+//! service adds (enrich serves `POST /v1/context` here).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use crate::health::{Health, Status};
+
+#[derive(Clone)]
+struct AppState {
+    health: Health,
+    registry: Arc<Registry>,
+}
+
+/// Binds `addr` and serves until `shutdown` flips. Returns the bound address (useful when
+/// the port was 0) and the server task.
+pub async fn serve(
+    addr: SocketAddr,
+    health: Health,
+    registry: Arc<Registry>,
+    extra_routes: Option<Router>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let state = AppState { health, registry };
+    let mut router = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    if let Some(extra) = extra_routes {
+        router = router.merge(extra);
+    }
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|stopped| *stopped).await;
+        };
+        if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
+            tracing::error!(%error, "http server failed");
+        }
+    });
+    tracing::info!(addr = %bound, "http listening");
+    Ok((bound, task))
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    let report = state.health.report().await;
+    let code = if report.status == Status::Unhealthy { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    (code, axum::Json(report)).into_response()
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let report = state.health.report().await;
+    let ready = report.ready && report.checks.store_available;
+    let code = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (code, axum::Json(report)).into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            body,
+        )
+            .into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}

@@ -1,0 +1,18 @@
+//! What every npcmem binary shares: configuration from flags and `NPCMEM_*` environment
+//! variables, tracing set-up, the `/healthz` `/readyz` `/metrics` HTTP listener, graceful
+//! shutdown, and [`ServiceContext`], the connected NATS + Postgres a service runs on.
+//! Knows the bus and the store, never a particular service.
+
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod health;
+pub mod http;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use config::{CommonConfig, LogFormat};
+pub use context::ServiceContext;
+pub use error::ServiceError;
+pub use health::Health;
+pub use shutdown::{Shutdown, wait_for_signal};

@@ -1,0 +1,140 @@
+//! The conversation ledger: dedup by conversation_id and the extraction job state machine.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::StoreResult;
+
+/// Ledger states (DESIGN §4). `skipped` rows record that a conversation arrived for a
+/// player who opted out or was forgotten; they keep no transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConversationState {
+    Pending,
+    Extracting,
+    Storing,
+    Complete,
+    Failed,
+    Skipped,
+    Forgotten,
+}
+
+impl ConversationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConversationState::Pending => "pending",
+            ConversationState::Extracting => "extracting",
+            ConversationState::Storing => "storing",
+            ConversationState::Complete => "complete",
+            ConversationState::Failed => "failed",
+            ConversationState::Skipped => "skipped",
+            ConversationState::Forgotten => "forgotten",
+        }
+    }
+}
+
+/// One ledger row as ingest writes it. Serialised into the JSON document that
+/// `insert_batch` unpacks with `jsonb_to_recordset`, so a whole batch is one statement.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewConversation {
+    pub conversation_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub npc_name: String,
+    pub npc_role: Option<String>,
+    pub player_name: String,
+    pub npc_factions: Vec<String>,
+    pub player_factions: Vec<String>,
+    pub location: Option<String>,
+    pub transcript: serde_json::Value,
+    pub message_count: i32,
+    pub redactions: i32,
+    pub state: ConversationState,
+    pub skip_reason: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+}
+
+/// Inserts the rows that are new and returns the ids of exactly those; a conversation
+/// already in the ledger is left untouched (the dedup, DESIGN §4).
+pub async fn insert_batch(
+    connection: &mut PgConnection,
+    rows: &[NewConversation],
+) -> StoreResult<Vec<Uuid>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let document = serde_json::to_value(rows).expect("ledger rows always serialise to JSON");
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO conversations (conversation_id, npc_id, player_id, npc_name, npc_role,
+             player_name, npc_factions, player_factions, location, transcript, message_count,
+             redactions, state, skip_reason, started_at, ended_at)
+         SELECT conversation_id, npc_id, player_id, npc_name, npc_role, player_name,
+             npc_factions, player_factions, location, transcript, message_count, redactions,
+             state, skip_reason, started_at, ended_at
+         FROM jsonb_to_recordset($1) AS r(conversation_id uuid, npc_id uuid, player_id uuid,
+             npc_name text, npc_role text, player_name text, npc_factions text[],
+             player_factions text[], location text, transcript jsonb, message_count integer,
+             redactions integer, state text, skip_reason text, started_at timestamptz,
+             ended_at timestamptz)
+         ON CONFLICT (conversation_id) DO NOTHING
+         RETURNING conversation_id",
+    )
+    .bind(document)
+    .fetch_all(connection)
+    .await?;
+    Ok(inserted)
+}
+
+/// A ledger row as operators and tests read it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ConversationRow {
+    pub conversation_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub npc_name: String,
+    pub npc_role: Option<String>,
+    pub player_name: String,
+    pub npc_factions: Vec<String>,
+    pub player_factions: Vec<String>,
+    pub location: Option<String>,
+    pub transcript: serde_json::Value,
+    pub message_count: i32,
+    pub redactions: i32,
+    pub state: String,
+    pub skip_reason: Option<String>,
+    pub attempts: i32,
+    pub error: Option<String>,
+    pub extractor: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub received_at: DateTime<Utc>,
+}
+
+pub async fn get(
+    connection: &mut PgConnection,
+    conversation_id: Uuid,
+) -> StoreResult<Option<ConversationRow>> {
+    let row = sqlx::query_as::<_, ConversationRow>(
+        "SELECT conversation_id, npc_id, player_id, npc_name, npc_role, player_name,
+             npc_factions, player_factions, location, transcript, message_count, redactions,
+             state, skip_reason, attempts, error, extractor, started_at, ended_at, received_at
+         FROM conversations WHERE conversation_id = $1",
+    )
+    .bind(conversation_id)
+    .fetch_optional(connection)
+    .await?;
+    Ok(row)
+}
+
+/// Count of ledger rows per state, for `npcmem stats` and metrics.
+pub async fn count_by_state(connection: &mut PgConnection) -> StoreResult<Vec<(String, i64)>> {
+    let rows = sqlx::query_as::<_, (String, i64)>(
+        "SELECT state, count(*) FROM conversations GROUP BY state ORDER BY state",
+    )
+    .fetch_all(connection)
+    .await?;
+    Ok(rows)
+}

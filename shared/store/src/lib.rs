@@ -1,0 +1,17 @@
+//! PostgreSQL persistence for npcmem: the connection pool, the embedded migrations, and
+//! one repository module per bounded context. All SQL of the project lives here, next to
+//! the row types it reads and writes; queries are parameterised and checked by the
+//! integration tests that run them. Depends on `npcmem-core` only, never on NATS.
+
+pub mod conversations;
+pub mod error;
+pub mod factions;
+pub mod outbox;
+pub mod pool;
+pub mod privacy;
+pub mod switches;
+pub mod working_memory;
+
+pub use error::StoreError;
+pub use pool::{connect, ensure_database, migrate, PoolOptions};
+pub use sqlx::{PgConnection, PgPool, Postgres, Transaction};

@@ -1,0 +1,57 @@
+//! Payload builders for tests.
+
+use chrono::{Duration, Utc};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+pub struct Pair {
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+}
+
+impl Pair {
+    pub fn new() -> Self {
+        Self { npc_id: Uuid::new_v4(), player_id: Uuid::new_v4() }
+    }
+}
+
+impl Default for Pair {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A valid `conversation.ended` document with the given lines (player, npc alternating).
+pub fn conversation(conversation_id: Uuid, pair: &Pair, lines: &[&str]) -> Value {
+    let ended_at = Utc::now();
+    let started_at = ended_at - Duration::minutes(3);
+    let messages: Vec<Value> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, text)| json!({"speaker": if i % 2 == 0 { "player" } else { "npc" }, "text": text}))
+        .collect();
+    json!({
+        "schema_version": 1,
+        "conversation_id": conversation_id,
+        "npc_id": pair.npc_id,
+        "player_id": pair.player_id,
+        "npc": {"name": "Brom", "role": "blacksmith", "factions": ["smiths_guild"]},
+        "player": {"name": "Aria", "factions": ["thieves_guild"]},
+        "location": "Market Square",
+        "started_at": started_at.to_rfc3339(),
+        "ended_at": ended_at.to_rfc3339(),
+        "messages": messages,
+    })
+}
+
+pub fn trade_conversation(conversation_id: Uuid, pair: &Pair) -> Value {
+    conversation(
+        conversation_id,
+        pair,
+        &["I need a sword.", "Fifty gold for a fine blade.", "Deal, here is the gold.", "Pleasure doing business."],
+    )
+}
+
+pub fn bytes(document: &Value) -> Vec<u8> {
+    serde_json::to_vec(document).expect("json documents serialise")
+}

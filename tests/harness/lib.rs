@@ -1,0 +1,201 @@
+//! The test harness (STYLE §Tests): each test gets its own database and its own subject and
+//! stream prefix on the shared NATS and Postgres, so tests run in parallel; services run
+//! in-process (or as real binaries for crash tests); waits poll a condition with a deadline.
+
+pub mod fixtures;
+pub mod nats_server;
+pub mod process;
+pub mod tcp_proxy;
+
+use std::future::Future;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use clap::Parser;
+use npcmem_bus::{StreamKind, Topology, TopologySettings};
+use npcmem_ingest::IngestConfig;
+use npcmem_service::Shutdown;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The shared servers; `deploy/local/test` exports these (defaults: the machine's own).
+pub fn nats_url() -> String {
+    std::env::var("NPCMEM_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+pub fn admin_database_url() -> String {
+    std::env::var("NPCMEM_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+static TRACING: Once = Once::new();
+
+fn init_tracing() {
+    TRACING.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("NPCMEM_TEST_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    });
+}
+
+/// Replaces the database name of a postgres URL.
+pub fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let (server, _) = base.rsplit_once('/').expect("a postgres URL has a path");
+    match query {
+        Some(query) => format!("{server}/{database}?{query}"),
+        None => format!("{server}/{database}"),
+    }
+}
+
+pub struct TestEnv {
+    pub id: String,
+    pub database_name: String,
+    pub database_url: String,
+    pub nats_url: String,
+    pub nats: async_nats::Client,
+    pub js: jetstream::Context,
+    pub pool: PgPool,
+    pub topology: Topology,
+}
+
+impl TestEnv {
+    pub async fn new() -> Self {
+        Self::with_nats(&nats_url()).await
+    }
+
+    /// A test environment on the given NATS server (fault tests bring their own).
+    pub async fn with_nats(nats_url: &str) -> Self {
+        init_tracing();
+        let id = Uuid::new_v4().simple().to_string()[..12].to_string();
+        let database_name = format!("npcmem_test_{id}");
+        npcmem_store::ensure_database(&admin_database_url(), &database_name)
+            .await
+            .expect("the test Postgres accepts CREATE DATABASE");
+        let database_url = with_database(&admin_database_url(), &database_name);
+        let pool = npcmem_store::connect(&database_url, &npcmem_store::PoolOptions::default())
+            .await
+            .expect("the test database accepts connections");
+        npcmem_store::migrate(&pool).await.expect("migrations apply to a fresh database");
+        let nats = async_nats::connect(nats_url).await.expect("the test NATS server accepts connections");
+        let js = jetstream::new(nats.clone());
+        let topology = Topology::new(&format!("t{id}"), &format!("T{id}"), TopologySettings::default());
+        topology.ensure(&js).await.expect("the topology can be created");
+        Self { id, database_name, database_url, nats_url: nats_url.to_string(), nats, js, pool, topology }
+    }
+
+    /// Arguments every service gets: this test's servers, prefixes, and fast retries.
+    pub fn common_args(&self) -> Vec<String> {
+        [
+            "--nats-url",
+            &self.nats_url,
+            "--database-url",
+            &self.database_url,
+            "--subject-prefix",
+            self.topology.subject_prefix(),
+            "--stream-prefix",
+            self.topology.stream_prefix(),
+            "--http-addr",
+            "127.0.0.1:0",
+            "--retry-initial-ms",
+            "200",
+            "--ack-wait-secs",
+            "5",
+            "--outbox-poll-ms",
+            "100",
+            "--startup-timeout-secs",
+            "20",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    pub fn ingest_config(&self, extra_args: &[&str]) -> IngestConfig {
+        let mut args = vec!["npcmem-ingest".to_string()];
+        args.extend(self.common_args());
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        IngestConfig::try_parse_from(args).expect("test arguments parse")
+    }
+
+    /// Runs ingest in-process until the returned handle is stopped.
+    pub fn spawn_ingest(&self, extra_args: &[&str]) -> InProcessService {
+        let config = self.ingest_config(extra_args);
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(npcmem_ingest::run(config, shutdown.clone()));
+        InProcessService { shutdown, task }
+    }
+
+    pub fn subject(&self, suffix: &str) -> String {
+        self.topology.subject(suffix)
+    }
+
+    /// Publishes to JetStream with an optional `Nats-Msg-Id`, waiting for the PubAck.
+    pub async fn publish(&self, subject: &str, payload: Vec<u8>, msg_id: Option<&str>) {
+        let message_id = msg_id.map(str::to_string).unwrap_or_else(|| Uuid::new_v4().to_string());
+        npcmem_bus::publish::publish_with_id(&self.js, subject, &message_id, None, payload.into())
+            .await
+            .expect("publish to the test stream");
+    }
+
+    pub async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(&self.pool).await.expect("count query runs")
+    }
+
+    /// Every message currently in a stream (non-destructive direct reads by sequence).
+    pub async fn stream_messages(&self, kind: StreamKind) -> Vec<jetstream::message::StreamMessage> {
+        let mut stream = self.js.get_stream(self.topology.stream_name(kind)).await.expect("stream exists");
+        let state = stream.info().await.expect("stream info").state.clone();
+        let mut messages = Vec::new();
+        if state.messages == 0 {
+            return messages;
+        }
+        for sequence in state.first_sequence..=state.last_sequence {
+            if let Ok(message) = stream.get_raw_message(sequence).await {
+                messages.push(message);
+            }
+        }
+        messages
+    }
+
+    pub async fn cleanup(self) {
+        self.pool.close().await;
+        let _ = self.topology.delete_all(&self.js).await;
+        let _ = npcmem_store::pool::drop_database(&admin_database_url(), &self.database_name).await;
+    }
+}
+
+pub struct InProcessService {
+    pub shutdown: Shutdown,
+    pub task: tokio::task::JoinHandle<Result<(), npcmem_service::ServiceError>>,
+}
+
+impl InProcessService {
+    pub async fn stop(self) {
+        self.shutdown.trigger();
+        let result = tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("service stops within 30 s of shutdown");
+        result.expect("service task did not panic").expect("service exited cleanly");
+    }
+}
+
+/// Polls `condition` until it returns true or `timeout` passes; panics with `what` then.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition().await {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
