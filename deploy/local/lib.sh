@@ -326,8 +326,10 @@ npcmem_require_nats_server() {
 # The variables the services need for a server started from nats.conf.
 npcmem_export_nats_service_credentials() {
 	if [[ -z ${NPCMEM_NATS_USER:-} ]]; then
+		[[ -n ${NPCMEM_NATS_SERVICE_PASSWORD:-} ]] ||
+			npcmem_die "the private NATS runs nats.conf: set NPCMEM_NATS_SERVICE_PASSWORD (or NPCMEM_NATS_USER and NPCMEM_NATS_PASSWORD)"
 		export NPCMEM_NATS_USER=service
-		export NPCMEM_NATS_PASSWORD=${NPCMEM_NATS_SERVICE_PASSWORD:-}
+		export NPCMEM_NATS_PASSWORD=$NPCMEM_NATS_SERVICE_PASSWORD
 	fi
 }
 
@@ -349,22 +351,26 @@ npcmem_use_private_nats() {
 # started earlier (this instance's, or up's); the shared nats://127.0.0.1:4222;
 # a new private server. NPCMEM_NATS_AUTH=1 (dev instance only) asks for a
 # private server running nats.conf instead of the unauthenticated shared one.
+# NPCMEM_PRIVATE_SERVERS=1 skips every reuse but this instance's own server.
 ensure_nats() {
 	npcmem_prepare_dirs
-	local want_auth=0 own name
+	local want_auth=0 own name private_only=${NPCMEM_PRIVATE_SERVERS:-0}
 	if [[ ${NPCMEM_NATS_AUTH:-0} == 1 && $NPCMEM_INSTANCE == dev ]]; then want_auth=1; fi
 	own="$(npcmem_instance_prefix "$NPCMEM_INSTANCE")nats"
 
-	if [[ -n ${NPCMEM_NATS_URL:-} ]] && npcmem_nats_usable "$NPCMEM_NATS_URL"; then
+	if [[ $private_only == 1 ]]; then
+		npcmem_log "NPCMEM_PRIVATE_SERVERS=1: not reusing shared or explicitly named NATS servers"
+	elif [[ -n ${NPCMEM_NATS_URL:-} ]] && npcmem_nats_usable "$NPCMEM_NATS_URL"; then
 		NPCMEM_NATS_SOURCE="existing server (NPCMEM_NATS_URL)"
 		export NPCMEM_NATS_URL
 		return 0
 	fi
-	if [[ -n ${NPCMEM_NATS_URL:-} ]]; then
+	if [[ $private_only != 1 && -n ${NPCMEM_NATS_URL:-} ]]; then
 		npcmem_log "nothing usable answers at NPCMEM_NATS_URL=$NPCMEM_NATS_URL"
 	fi
 
 	for name in "$own" nats; do
+		if [[ $private_only == 1 && $name != "$own" ]]; then continue; fi
 		if ! npcmem_record_alive "$name"; then continue; fi
 		local auth
 		auth=$(npcmem_record_get "$name" auth || printf 0)
@@ -385,7 +391,8 @@ ensure_nats() {
 		fi
 	done
 
-	if [[ -z ${NPCMEM_NATS_URL:-} && $want_auth == 0 ]] && npcmem_nats_usable "$NPCMEM_DEFAULT_NATS_URL"; then
+	if [[ $private_only != 1 && -z ${NPCMEM_NATS_URL:-} && $want_auth == 0 ]] &&
+		npcmem_nats_usable "$NPCMEM_DEFAULT_NATS_URL"; then
 		export NPCMEM_NATS_URL=$NPCMEM_DEFAULT_NATS_URL
 		NPCMEM_NATS_SOURCE="shared server"
 		return 0
@@ -542,11 +549,11 @@ npcmem_use_private_pg() {
 # databases. Order: an explicitly configured server (NPCMEM_PG_ADMIN_URL, or
 # NPCMEM_PG_HOST/NPCMEM_PG_PORT) that answers; a private cluster started
 # earlier (this instance's, or up's); the shared 127.0.0.1:5432; a new private
-# cluster.
+# cluster. NPCMEM_PRIVATE_SERVERS=1 skips every reuse but this instance's own.
 ensure_postgres() {
 	npcmem_prepare_dirs
 	npcmem_require_psql
-	local explicit=0 own name
+	local explicit=0 own name private_only=${NPCMEM_PRIVATE_SERVERS:-0}
 	own="$(npcmem_instance_prefix "$NPCMEM_INSTANCE")postgres"
 	if [[ -n ${NPCMEM_PG_ADMIN_URL:-} ]]; then
 		explicit=1
@@ -559,7 +566,9 @@ ensure_postgres() {
 	NPCMEM_PG_USER=${NPCMEM_PG_USER:-$NPCMEM_DEFAULT_PG_USER}
 	NPCMEM_PG_PASSWORD=${NPCMEM_PG_PASSWORD:-}
 
-	if [[ $explicit == 1 ]]; then
+	if [[ $private_only == 1 ]]; then
+		npcmem_log "NPCMEM_PRIVATE_SERVERS=1: not reusing shared or explicitly named PostgreSQL servers"
+	elif [[ $explicit == 1 ]]; then
 		if npcmem_pg_answers "$NPCMEM_PG_HOST" "$NPCMEM_PG_PORT" "$NPCMEM_PG_USER" "$NPCMEM_PG_PASSWORD"; then
 			NPCMEM_PG_SOURCE="existing server (NPCMEM_PG_*)"
 			npcmem_export_pg
@@ -569,6 +578,7 @@ ensure_postgres() {
 	fi
 
 	for name in "$own" postgres; do
+		if [[ $private_only == 1 && $name != "$own" ]]; then continue; fi
 		if npcmem_use_private_pg "$name"; then
 			if [[ $name == "$own" && $NPCMEM_INSTANCE != dev ]]; then
 				NPCMEM_PG_STARTED=1
@@ -579,7 +589,8 @@ ensure_postgres() {
 		fi
 	done
 
-	if [[ $explicit == 0 ]] && npcmem_pg_answers "$NPCMEM_PG_HOST" "$NPCMEM_PG_PORT" "$NPCMEM_PG_USER" "$NPCMEM_PG_PASSWORD"; then
+	if [[ $private_only != 1 && $explicit == 0 ]] &&
+		npcmem_pg_answers "$NPCMEM_PG_HOST" "$NPCMEM_PG_PORT" "$NPCMEM_PG_USER" "$NPCMEM_PG_PASSWORD"; then
 		NPCMEM_PG_SOURCE="shared server"
 		npcmem_export_pg
 		return 0
@@ -642,7 +653,7 @@ npcmem_start_private_postgres() {
 	if ! bindir=$(npcmem_pg_bindir); then
 		npcmem_install_packages postgresql
 		# Debian's package may have started its own cluster on 5432 meanwhile
-		if [[ $explicit == 0 ]] && npcmem_pg_answers "$NPCMEM_DEFAULT_PG_HOST" "$NPCMEM_DEFAULT_PG_PORT" "$NPCMEM_DEFAULT_PG_USER" ""; then
+		if [[ $explicit == 0 && ${NPCMEM_PRIVATE_SERVERS:-0} != 1 ]] && npcmem_pg_answers "$NPCMEM_DEFAULT_PG_HOST" "$NPCMEM_DEFAULT_PG_PORT" "$NPCMEM_DEFAULT_PG_USER" ""; then
 			NPCMEM_PG_HOST=$NPCMEM_DEFAULT_PG_HOST NPCMEM_PG_PORT=$NPCMEM_DEFAULT_PG_PORT
 			NPCMEM_PG_USER=$NPCMEM_DEFAULT_PG_USER NPCMEM_PG_PASSWORD=
 			NPCMEM_PG_SOURCE="shared server (started by the postgresql package)"

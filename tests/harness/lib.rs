@@ -27,7 +27,36 @@ pub fn admin_database_url() -> String {
     std::env::var("NPCMEM_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
+/// JetStream reserves each stream's max_bytes on the shared server: keep test streams small.
+const TEST_STREAM_MAX_BYTES: i64 = 32 * 1024 * 1024;
+const TEST_STREAM_MAX_BYTES_ARG: &str = "33554432";
+/// Test streams older than this are leftovers of a crashed run.
+const STALE_TEST_STREAM_AGE: Duration = Duration::from_secs(3600);
+
 static TRACING: Once = Once::new();
+
+/// Deletes test streams (`T<12 hex>_*`) that a panicking or killed run left behind, so
+/// their reserved storage does not pile up on the shared server.
+async fn sweep_stale_test_streams(js: &jetstream::Context) {
+    use futures::StreamExt;
+    let mut streams = js.streams();
+    let now = chrono::Utc::now();
+    let mut stale = Vec::new();
+    while let Some(Ok(info)) = streams.next().await {
+        let name = &info.config.name;
+        let looks_like_test = name.len() > 14
+            && name.starts_with('T')
+            && name[1..13].chars().all(|c| c.is_ascii_hexdigit())
+            && name.as_bytes()[13] == b'_';
+        let age = now - info.created;
+        if looks_like_test && age.to_std().is_ok_and(|age| age > STALE_TEST_STREAM_AGE) {
+            stale.push(name.clone());
+        }
+    }
+    for name in stale {
+        let _ = js.delete_stream(&name).await;
+    }
+}
 
 fn init_tracing() {
     TRACING.call_once(|| {
@@ -81,7 +110,13 @@ impl TestEnv {
         npcmem_store::migrate(&pool).await.expect("migrations apply to a fresh database");
         let nats = async_nats::connect(nats_url).await.expect("the test NATS server accepts connections");
         let js = jetstream::new(nats.clone());
-        let topology = Topology::new(&format!("t{id}"), &format!("T{id}"), TopologySettings::default());
+        sweep_stale_test_streams(&js).await;
+        let settings = TopologySettings {
+            work_queue_max_bytes: TEST_STREAM_MAX_BYTES,
+            limits_stream_max_bytes: TEST_STREAM_MAX_BYTES,
+            ..TopologySettings::default()
+        };
+        let topology = Topology::new(&format!("t{id}"), &format!("T{id}"), settings);
         topology.ensure(&js).await.expect("the topology can be created");
         Self { id, database_name, database_url, nats_url: nats_url.to_string(), nats, js, pool, topology }
     }
@@ -107,6 +142,10 @@ impl TestEnv {
             "100",
             "--startup-timeout-secs",
             "20",
+            "--work-queue-max-bytes",
+            TEST_STREAM_MAX_BYTES_ARG,
+            "--limits-stream-max-bytes",
+            TEST_STREAM_MAX_BYTES_ARG,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -160,8 +199,9 @@ impl TestEnv {
         messages
     }
 
+    /// Deletes the streams and drops the database (`WITH (FORCE)` ends the sessions a
+    /// test still holds, so this never waits on a connection the test kept).
     pub async fn cleanup(self) {
-        self.pool.close().await;
         let _ = self.topology.delete_all(&self.js).await;
         let _ = npcmem_store::pool::drop_database(&admin_database_url(), &self.database_name).await;
     }

@@ -16,8 +16,15 @@ pub struct PrivateNats {
     envs: Vec<(String, String)>,
 }
 
+/// `deploy/local/test` exports the binary it found; Debian installs it in /usr/sbin.
 fn nats_server_binary() -> String {
-    std::env::var("NPCMEM_NATS_SERVER_BIN").unwrap_or_else(|_| "nats-server".into())
+    if let Ok(binary) = std::env::var("NPCMEM_TEST_NATS_SERVER_BIN") {
+        return binary;
+    }
+    if Path::new("/usr/sbin/nats-server").exists() {
+        return "/usr/sbin/nats-server".into();
+    }
+    "nats-server".into()
 }
 
 impl PrivateNats {

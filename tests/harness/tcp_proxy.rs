@@ -31,6 +31,8 @@ impl TcpProxy {
                 }
                 let target = target.clone();
                 let mut cut_signal = cut_receiver.clone();
+                // Only cuts after this connection was accepted concern it.
+                cut_signal.borrow_and_update();
                 tokio::spawn(async move {
                     let Ok(mut outbound) = TcpStream::connect(&target).await else { return };
                     tokio::select! {

@@ -47,7 +47,10 @@ async fn valid_conversation_is_recorded_redacted_and_queued_once() {
     assert_eq!(row.message_count, 4);
     assert_eq!(row.redactions, 3);
     let transcript = row.transcript.to_string();
-    assert!(transcript.contains("[EMAIL]") && transcript.contains("[PHONE]") && transcript.contains("[CARD]"), "{transcript}");
+    assert!(
+        transcript.contains("[EMAIL]") && transcript.contains("[PHONE]") && transcript.contains("[CARD]"),
+        "{transcript}"
+    );
     assert!(!transcript.contains("example.com") && !transcript.contains("4111"), "{transcript}");
 
     let summaries = npcmem_store::working_memory::recent(&mut connection, pair.npc_id, pair.player_id).await.unwrap();
@@ -113,18 +116,25 @@ async fn bad_inputs_are_dead_lettered_with_reason_and_original_bytes() {
         fixtures::bytes(&document)
     };
     let mut oversized = valid(Uuid::new_v4());
-    oversized["messages"] = json!((0..20).map(|_| json!({"speaker": "player", "text": "x".repeat(3_900)})).collect::<Vec<_>>());
+    oversized["messages"] =
+        json!((0..20).map(|_| json!({"speaker": "player", "text": "x".repeat(3_900)})).collect::<Vec<_>>());
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("invalid_json", b"{not json".to_vec()),
         ("invalid_utf8", b"{\"schema_version\":1,\"x\":\"\xff\xfe\"}".to_vec()),
         ("schema_version", with(&|d| d["schema_version"] = json!(2))),
-        ("missing_field", with(&|d| {
-            d.as_object_mut().unwrap().remove("npc_id");
-        })),
+        (
+            "missing_field",
+            with(&|d| {
+                d.as_object_mut().unwrap().remove("npc_id");
+            }),
+        ),
         ("invalid_uuid", with(&|d| d["player_id"] = json!("not-a-uuid"))),
-        ("too_many_messages", with(&|d| {
-            d["messages"] = json!((0..201).map(|_| json!({"speaker": "npc", "text": "hm"})).collect::<Vec<_>>())
-        })),
+        (
+            "too_many_messages",
+            with(&|d| {
+                d["messages"] = json!((0..201).map(|_| json!({"speaker": "npc", "text": "hm"})).collect::<Vec<_>>())
+            }),
+        ),
         ("text_too_long", with(&|d| d["messages"][0]["text"] = json!("a".repeat(4_001)))),
         ("payload_too_large", fixtures::bytes(&oversized)),
     ];
@@ -167,15 +177,20 @@ async fn pii_reaches_neither_postgres_nor_the_dead_letter_stream() {
     let lines: Vec<String> = secrets.iter().map(|s| format!("remember this: {s}")).collect();
     let line_refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     let good_id = Uuid::new_v4();
-    env.publish(&env.subject("conversation.ended"), fixtures::bytes(&fixtures::conversation(good_id, &pair, &line_refs)), None)
-        .await;
+    env.publish(
+        &env.subject("conversation.ended"),
+        fixtures::bytes(&fixtures::conversation(good_id, &pair, &line_refs)),
+        None,
+    )
+    .await;
     // The same PII inside a message that is dead-lettered (text too long).
     let mut bad = fixtures::conversation(Uuid::new_v4(), &pair, &line_refs);
     bad["messages"][1]["text"] = json!(format!("{} {}", secrets.join(" "), "z".repeat(4_100)));
     env.publish(&env.subject("conversation.ended"), fixtures::bytes(&bad), None).await;
 
     wait_until(WAIT, "one recorded, one dead-lettered", || async {
-        env.count("SELECT count(*) FROM conversations").await == 1 && env.stream_messages(StreamKind::Dlq).await.len() == 1
+        env.count("SELECT count(*) FROM conversations").await == 1
+            && env.stream_messages(StreamKind::Dlq).await.len() == 1
     })
     .await;
     let stored: String =
@@ -209,9 +224,14 @@ async fn opted_out_player_is_skipped_and_gets_no_job() {
     .await;
 
     let conversation_id = Uuid::new_v4();
-    env.publish(&env.subject("conversation.ended"), fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)), None)
+    env.publish(
+        &env.subject("conversation.ended"),
+        fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)),
+        None,
+    )
+    .await;
+    wait_until(WAIT, "ledger row written", || async { env.count("SELECT count(*) FROM conversations").await == 1 })
         .await;
-    wait_until(WAIT, "ledger row written", || async { env.count("SELECT count(*) FROM conversations").await == 1 }).await;
     let mut connection = env.pool.acquire().await.unwrap();
     let row = npcmem_store::conversations::get(&mut connection, conversation_id).await.unwrap().unwrap();
     assert_eq!(row.state, "skipped");
@@ -242,8 +262,10 @@ async fn working_memory_keeps_the_three_newest_conversations_per_pair() {
         env.publish(&env.subject("conversation.ended"), fixtures::bytes(&document), None).await;
         ids.push(id);
     }
-    wait_until(WAIT, "five conversations recorded", || async { env.count("SELECT count(*) FROM conversations").await == 5 })
-        .await;
+    wait_until(WAIT, "five conversations recorded", || async {
+        env.count("SELECT count(*) FROM conversations").await == 5
+    })
+    .await;
     let mut connection = env.pool.acquire().await.unwrap();
     let kept = npcmem_store::working_memory::recent(&mut connection, pair.npc_id, pair.player_id).await.unwrap();
     let kept_ids: Vec<Uuid> = kept.iter().map(|s| s.conversation_id).collect();

@@ -16,9 +16,8 @@ async fn publish_burst(env: &TestEnv, count: usize) -> Vec<Uuid> {
     for i in 0..count {
         let id = Uuid::new_v4();
         let payload = fixtures::bytes(&fixtures::trade_conversation(id, &pairs[i % pairs.len()]));
-        let message = async_nats::jetstream::message::PublishMessage::build()
-            .payload(payload.into())
-            .message_id(id.to_string());
+        let message =
+            async_nats::jetstream::message::PublishMessage::build().payload(payload.into()).message_id(id.to_string());
         acks.push(env.js.send_publish(subject.clone(), message).await.expect("publish"));
         ids.push(id);
     }
@@ -78,7 +77,8 @@ async fn postgres_outage_mid_burst_is_retried_without_loss() {
     let admin_url = npcmem_tests::admin_database_url();
     let authority = admin_url.split('@').nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("127.0.0.1:5432");
     let proxy = TcpProxy::start(authority.to_string()).await;
-    let proxied = with_database(&admin_url.replace(authority, &format!("127.0.0.1:{}", proxy.port)), &env.database_name);
+    let proxied =
+        with_database(&admin_url.replace(authority, &format!("127.0.0.1:{}", proxy.port)), &env.database_name);
     let ingest = env.spawn_ingest(&["--database-url", &proxied, "--retry-initial-ms", "300"]);
     wait_until(Duration::from_secs(20), "ingest consumer exists", || async {
         let stream = env.js.get_stream(env.topology.stream_name(StreamKind::Conversations)).await;

@@ -33,11 +33,7 @@ async fn game_user_may_publish_conversations_but_not_jobs_or_events() {
     let mut game_js = async_nats::jetstream::new(game.clone());
     game_js.set_timeout(Duration::from_secs(2));
 
-    let allowed = game_js
-        .publish("npcmem.conversation.ended", "{}".into())
-        .await
-        .expect("send")
-        .await;
+    let allowed = game_js.publish("npcmem.conversation.ended", "{}".into()).await.expect("send").await;
     assert!(allowed.is_ok(), "game may publish conversation.ended: {allowed:?}");
     let world = game_js.publish("npcmem.world.npc_moved", "{}".into()).await.expect("send").await;
     assert!(world.is_ok(), "game may publish world.*: {world:?}");

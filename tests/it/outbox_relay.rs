@@ -30,7 +30,11 @@ async fn relay_survives_nats_being_down_and_publishes_each_row_once() {
     let relay = OutboxRelay {
         pool: env.pool.clone(),
         js: env.js.clone(),
-        settings: RelaySettings { poll_interval: Duration::from_millis(100), publish_timeout: Duration::from_secs(1), ..RelaySettings::default() },
+        settings: RelaySettings {
+            poll_interval: Duration::from_millis(100),
+            publish_timeout: Duration::from_secs(1),
+            ..RelaySettings::default()
+        },
         metrics: BusMetrics::default(),
     };
     let relay_task = tokio::spawn(relay.run(shutdown.subscribe()));

@@ -3,7 +3,7 @@ use npcmem_service::CommonConfig;
 
 /// npcmem-ingest: records finished conversations and queues them for extraction.
 #[derive(Debug, Clone, clap::Parser)]
-#[command(name = "npcmem-ingest", version, about)]
+#[command(name = "npcmem-ingest", version, about, args_override_self = true)]
 pub struct IngestConfig {
     #[command(flatten)]
     pub common: CommonConfig,

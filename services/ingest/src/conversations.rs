@@ -56,7 +56,8 @@ impl ConversationHandler {
         let rows: Vec<NewConversation> = accepted
             .iter()
             .map(|a| {
-                let refusal = privacy.get(&a.conversation.player_id).and_then(|s| s.refusal_for(a.conversation.started_at));
+                let refusal =
+                    privacy.get(&a.conversation.player_id).and_then(|s| s.refusal_for(a.conversation.started_at));
                 ledger_row(a, refusal)
             })
             .collect();
@@ -157,7 +158,12 @@ impl BatchHandler for ConversationHandler {
         }
         match self.commit(&accepted).await {
             Ok(tally) => {
-                debug!(accepted = tally.accepted, duplicate = tally.duplicate, skipped = tally.skipped, "batch committed");
+                debug!(
+                    accepted = tally.accepted,
+                    duplicate = tally.duplicate,
+                    skipped = tally.skipped,
+                    "batch committed"
+                );
                 self.record(&tally, &accepted);
                 Ok(dispositions)
             }

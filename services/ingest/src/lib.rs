@@ -39,7 +39,12 @@ pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), Service
         topology: topology.clone(),
         spec: topology.consumer(CONSUMER_CONVERSATIONS, StreamKind::Conversations, topology.conversation_ended()),
         settings: context.config.consumer_settings(),
-        handler: conversations::ConversationHandler::new(&config, context.pool.clone(), topology.clone(), metrics.clone()),
+        handler: conversations::ConversationHandler::new(
+            &config,
+            context.pool.clone(),
+            topology.clone(),
+            metrics.clone(),
+        ),
         metrics: context.bus_metrics.clone(),
     };
     let privacy = ConsumerLoop {
@@ -53,10 +58,8 @@ pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), Service
     let conversations_consumer = conversations.prepare().await?;
     let privacy_consumer = privacy.prepare().await?;
 
-    let http_addr: SocketAddr = config
-        .common
-        .http_addr
-        .unwrap_or_else(|| DEFAULT_HTTP_ADDR.parse().expect("the default address is valid"));
+    let http_addr: SocketAddr =
+        config.common.http_addr.unwrap_or_else(|| DEFAULT_HTTP_ADDR.parse().expect("the default address is valid"));
     let (bound, http_task) =
         http::serve(http_addr, context.health.clone(), Arc::new(registry), None, shutdown.subscribe()).await?;
 

@@ -75,11 +75,19 @@ pub struct ConsumerSettings {
     pub retry: RetryPolicy,
     /// Idle heartbeat of the pull request; a missed one is logged and the loop goes on.
     pub heartbeat: Duration,
+    /// Longest pause after a failed batch: short, so that work resumes within seconds of
+    /// a dependency coming back (each retry costs one batch, not the backlog).
+    pub max_pause: Duration,
 }
 
 impl Default for ConsumerSettings {
     fn default() -> Self {
-        Self { batch_size: 64, retry: RetryPolicy::default(), heartbeat: Duration::from_secs(5) }
+        Self {
+            batch_size: 64,
+            retry: RetryPolicy::default(),
+            heartbeat: Duration::from_secs(5),
+            max_pause: Duration::from_secs(5),
+        }
     }
 }
 
@@ -142,7 +150,8 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                     consecutive_batch_failures = 0;
                 } else {
                     consecutive_batch_failures += 1;
-                    let pause = self.settings.retry.delay_after(consecutive_batch_failures);
+                    let pause =
+                        self.settings.retry.delay_after(consecutive_batch_failures).min(self.settings.max_pause);
                     warn!(consumer = %self.spec.name, pause_ms = pause.as_millis() as u64, "batch failed, pausing");
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}

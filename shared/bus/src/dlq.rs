@@ -69,21 +69,14 @@ pub fn build(input: DeadLetterInput<'_>) -> DeadLetter {
             }
         }
     }
-    DeadLetter {
-        headers,
-        body: Bytes::from(body),
-        msg_id: format!("dlq-{}-{}", input.consumer, input.stream_sequence),
-    }
+    DeadLetter { headers, body: Bytes::from(body), msg_id: format!("dlq-{}-{}", input.consumer, input.stream_sequence) }
 }
 
 /// Header values may not hold CR/LF and should stay short; PII is removed as in the body.
 fn header_safe(value: &str) -> String {
     let redacted = PiiRedactor::shared().redact(value);
-    let single_line: String = redacted
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(MAX_HEADER_VALUE_CHARS)
-        .collect();
+    let single_line: String =
+        redacted.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_HEADER_VALUE_CHARS).collect();
     single_line
 }
 

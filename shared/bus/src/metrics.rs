@@ -45,9 +45,7 @@ impl Default for BusMetrics {
         Self {
             consumer_messages: Family::default(),
             dead_letters: Family::default(),
-            batch_duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
-            }),
+            batch_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
             consumer_pending: Family::default(),
             outbox_published: Counter::default(),
             outbox_depth: Gauge::default(),
@@ -97,7 +95,9 @@ impl BusMetrics {
 
     pub fn record_outcome(&self, consumer: &str, outcome: &str, count: u64) {
         if count > 0 {
-            self.consumer_messages.get_or_create(&labels(&[("consumer", consumer), ("outcome", outcome)])).inc_by(count);
+            self.consumer_messages
+                .get_or_create(&labels(&[("consumer", consumer), ("outcome", outcome)]))
+                .inc_by(count);
         }
     }
 

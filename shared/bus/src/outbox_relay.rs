@@ -36,7 +36,13 @@ impl Default for RelaySettings {
             poll_interval: Duration::from_millis(500),
             publish_timeout: Duration::from_secs(5),
             flush_timeout: Duration::from_secs(10),
-            retry: RetryPolicy { initial_delay: Duration::from_millis(200), ..RetryPolicy::default() },
+            // Capped low: rows wait in Postgres, so retrying often costs little and the
+            // backlog leaves within seconds of NATS or Postgres returning.
+            retry: RetryPolicy {
+                initial_delay: Duration::from_millis(200),
+                max_delay: Duration::from_secs(5),
+                ..RetryPolicy::default()
+            },
         }
     }
 }
@@ -131,9 +137,7 @@ impl OutboxRelay {
     /// One claim → publish → delete → commit cycle. Returns the rows published.
     pub async fn relay_once(&self) -> Result<usize, String> {
         let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
-        let rows = outbox::claim(&mut transaction, self.settings.batch_size)
-            .await
-            .map_err(|e| e.to_string())?;
+        let rows = outbox::claim(&mut transaction, self.settings.batch_size).await.map_err(|e| e.to_string())?;
         if rows.is_empty() {
             return Ok(0);
         }
@@ -152,9 +156,8 @@ impl OutboxRelay {
     async fn publish_window(&self, rows: &[OutboxRow]) -> Vec<i64> {
         let mut pending = Vec::with_capacity(rows.len());
         for row in rows {
-            let mut message = PublishMessage::build()
-                .payload(Bytes::copy_from_slice(&row.payload))
-                .message_id(row.nats_msg_id());
+            let mut message =
+                PublishMessage::build().payload(Bytes::copy_from_slice(&row.payload)).message_id(row.nats_msg_id());
             for (name, value) in row.headers.0.iter() {
                 message = message.header(name.as_str(), value.as_str());
             }

@@ -24,10 +24,8 @@ pub async fn publish_with_id(
             }
         }
     }
-    let ack_future = js
-        .send_publish(subject.to_string(), message)
-        .await
-        .map_err(|error| publish_error(error.to_string()))?;
+    let ack_future =
+        js.send_publish(subject.to_string(), message).await.map_err(|error| publish_error(error.to_string()))?;
     let ack = ack_future.await.map_err(|error| publish_error(error.to_string()))?;
     Ok(ack.duplicate)
 }

@@ -19,12 +19,7 @@ impl Default for RetryPolicy {
     /// 1 s, 3 s, 9 s, 27 s: with max_deliver 5 a message survives ~40 s of a dependency
     /// being down before it is dead-lettered (and can be replayed from the DLQ).
     fn default() -> Self {
-        Self {
-            initial_delay: Duration::from_secs(1),
-            max_delay: Duration::from_secs(60),
-            multiplier: 3.0,
-            jitter: 0.2,
-        }
+        Self { initial_delay: Duration::from_secs(1), max_delay: Duration::from_secs(60), multiplier: 3.0, jitter: 0.2 }
     }
 }
 

@@ -7,6 +7,9 @@ use async_nats::jetstream::{self, consumer, stream};
 
 use crate::error::BusError;
 
+/// JetStream reserves `max_bytes` up front against the server's storage limit, so the
+/// defaults stay modest (6 GiB over six streams); large worlds raise them.
+const GIB: i64 = 1024 * 1024 * 1024;
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The six streams of DESIGN §3.
@@ -63,8 +66,8 @@ impl Default for TopologySettings {
     fn default() -> Self {
         Self {
             max_message_bytes: 1024 * 1024,
-            work_queue_max_bytes: 4 * 1024 * 1024 * 1024,
-            limits_stream_max_bytes: 8 * 1024 * 1024 * 1024,
+            work_queue_max_bytes: GIB,
+            limits_stream_max_bytes: GIB,
             duplicate_window: Duration::from_secs(120),
             replicas: 1,
             memory_storage: false,
@@ -98,11 +101,7 @@ pub struct Topology {
 
 impl Topology {
     pub fn new(subject_prefix: &str, stream_prefix: &str, settings: TopologySettings) -> Self {
-        Self {
-            subject_prefix: subject_prefix.to_string(),
-            stream_prefix: stream_prefix.to_string(),
-            settings,
-        }
+        Self { subject_prefix: subject_prefix.to_string(), stream_prefix: stream_prefix.to_string(), settings }
     }
 
     pub fn subject_prefix(&self) -> &str {
@@ -174,12 +173,9 @@ impl Topology {
                 Duration::ZERO,
                 settings.work_queue_max_bytes,
             ),
-            StreamKind::Events | StreamKind::World | StreamKind::Dlq => (
-                stream::RetentionPolicy::Limits,
-                stream::DiscardPolicy::Old,
-                7 * DAY,
-                settings.limits_stream_max_bytes,
-            ),
+            StreamKind::Events | StreamKind::World | StreamKind::Dlq => {
+                (stream::RetentionPolicy::Limits, stream::DiscardPolicy::Old, 7 * DAY, settings.limits_stream_max_bytes)
+            }
             StreamKind::Signals => (
                 stream::RetentionPolicy::Limits,
                 stream::DiscardPolicy::Old,
@@ -197,11 +193,7 @@ impl Topology {
             max_message_size: settings.max_message_bytes,
             duplicate_window: settings.duplicate_window,
             num_replicas: settings.replicas,
-            storage: if settings.memory_storage {
-                stream::StorageType::Memory
-            } else {
-                stream::StorageType::File
-            },
+            storage: if settings.memory_storage { stream::StorageType::Memory } else { stream::StorageType::File },
             ..Default::default()
         }
     }
@@ -246,10 +238,10 @@ impl Topology {
         spec: &ConsumerSpec,
     ) -> Result<consumer::PullConsumer, BusError> {
         let stream_name = self.stream_name(spec.stream);
-        let stream = js.get_stream(&stream_name).await.map_err(|error| BusError::Stream {
-            stream: stream_name.clone(),
-            message: error.to_string(),
-        })?;
+        let stream = js
+            .get_stream(&stream_name)
+            .await
+            .map_err(|error| BusError::Stream { stream: stream_name.clone(), message: error.to_string() })?;
         let config = consumer::pull::Config {
             durable_name: Some(spec.durable.clone()),
             filter_subject: spec.filter_subject.clone(),
@@ -260,10 +252,10 @@ impl Topology {
             max_ack_pending: spec.max_ack_pending,
             ..Default::default()
         };
-        stream.create_consumer(config).await.map_err(|error| BusError::Consumer {
-            consumer: spec.durable.clone(),
-            message: error.to_string(),
-        })
+        stream
+            .create_consumer(config)
+            .await
+            .map_err(|error| BusError::Consumer { consumer: spec.durable.clone(), message: error.to_string() })
     }
 }
 

@@ -1,1 +1,26 @@
+//! Domain types and pure rules of npcmem, shared by every service.
+//!
+//! - [`wire`]: serde types of every message on the bus (DESIGN §3).
+//! - [`validate`]: decoding of inbound bytes with dead-letter reason codes.
+//! - [`redact`]: real-world PII redaction of text and raw bytes.
+//! - [`memory`]: memory kinds, salience, growth caps, rounding.
+//! - [`summary`]: working-memory summaries of conversations.
+//!
+//! This crate must stay pure: no I/O, no tokio, no NATS, no SQL, no clock reads (callers
+//! pass `now`). That keeps every rule unit-testable and usable from any service, the
+//! CLI and the tests alike. It depends on none of our other crates.
 
+pub mod memory;
+pub mod redact;
+pub mod summary;
+pub mod validate;
+pub mod wire;
+
+pub use memory::{
+    EmotionalValence, MEMORY_CAPS, MemoryCaps, MemoryType, SafetyFlag, SalienceInputs, cap_for, clamp_unit,
+    compute_salience, round3,
+};
+pub use redact::{PiiRedactor, RedactionReport, luhn_valid};
+pub use summary::{summarize_conversation, truncate_chars};
+pub use validate::{ConversationLimits, ReasonCode, ValidationError, decode_conversation_ended, decode_message};
+pub use wire::SCHEMA_VERSION;

@@ -23,11 +23,7 @@ pub enum MemoryType {
 }
 
 impl MemoryType {
-    pub const ALL: [MemoryType; 3] = [
-        MemoryType::Episodic,
-        MemoryType::Semantic,
-        MemoryType::Procedural,
-    ];
+    pub const ALL: [MemoryType; 3] = [MemoryType::Episodic, MemoryType::Semantic, MemoryType::Procedural];
 
     /// The wire and database spelling.
     pub fn as_str(&self) -> &'static str {
@@ -41,9 +37,7 @@ impl MemoryType {
 
 /// Whether a memory passed the content filter (seed §Content Injection Prevention).
 /// The filter flags instead of lowering importance, so flagged memories stay auditable.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SafetyFlag {
     #[default]
@@ -68,9 +62,7 @@ impl SafetyFlag {
 
 /// Emotional colouring of an episode; the seed's extraction validator accepts exactly
 /// these three values and falls back to neutral for anything else.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EmotionalValence {
     Positive,
@@ -80,11 +72,8 @@ pub enum EmotionalValence {
 }
 
 impl EmotionalValence {
-    pub const ALL: [EmotionalValence; 3] = [
-        EmotionalValence::Positive,
-        EmotionalValence::Negative,
-        EmotionalValence::Neutral,
-    ];
+    pub const ALL: [EmotionalValence; 3] =
+        [EmotionalValence::Positive, EmotionalValence::Negative, EmotionalValence::Neutral];
 
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -118,10 +107,7 @@ macro_rules! string_enum_traits {
                 <$enum_type>::ALL
                     .into_iter()
                     .find(|variant| variant.as_str() == text)
-                    .ok_or_else(|| UnknownVariant {
-                        kind: $kind,
-                        value: text.to_owned(),
-                    })
+                    .ok_or_else(|| UnknownVariant { kind: $kind, value: text.to_owned() })
             }
         }
     };
@@ -180,8 +166,7 @@ pub fn compute_salience(inputs: &SalienceInputs, now: DateTime<Utc>) -> f64 {
     let age_seconds = age.num_milliseconds() as f64 / 1000.0;
     let age_days = (age_seconds / SECONDS_PER_DAY).max(0.0);
 
-    let recency_time_constant_days =
-        RECENCY_DAYS * (1.0 + EMOTIONAL_RECENCY_WEIGHT * emotional_intensity);
+    let recency_time_constant_days = RECENCY_DAYS * (1.0 + EMOTIONAL_RECENCY_WEIGHT * emotional_intensity);
     let recency = (-age_days / recency_time_constant_days).exp();
 
     let access_count = inputs.access_count.max(0) as f64;
@@ -194,11 +179,7 @@ pub fn compute_salience(inputs: &SalienceInputs, now: DateTime<Utc>) -> f64 {
 
 /// Clamps into [0, 1]; NaN becomes 0 so a bad number can never rank a memory first.
 pub fn clamp_unit(value: f64) -> f64 {
-    if value.is_nan() {
-        0.0
-    } else {
-        value.clamp(0.0, 1.0)
-    }
+    if value.is_nan() { 0.0 } else { value.clamp(0.0, 1.0) }
 }
 
 /// Rounds to 3 decimals, as confidences and relationship dimensions are stored
@@ -244,11 +225,7 @@ impl Default for MemoryCaps {
 }
 
 /// The seed's caps per NPC–player pair.
-pub const MEMORY_CAPS: MemoryCaps = MemoryCaps {
-    episodic: 200,
-    semantic: 50,
-    procedural: 20,
-};
+pub const MEMORY_CAPS: MemoryCaps = MemoryCaps { episodic: 200, semantic: 50, procedural: 20 };
 
 /// The seed's cap for one memory type per NPC–player pair.
 pub const fn cap_for(memory_type: MemoryType) -> usize {
@@ -277,10 +254,7 @@ mod tests {
     }
 
     fn assert_close(actual: f64, expected: f64) {
-        assert!(
-            (actual - expected).abs() < TOLERANCE,
-            "expected {expected}, got {actual}"
-        );
+        assert!((actual - expected).abs() < TOLERANCE, "expected {expected}, got {actual}");
     }
 
     #[test]
@@ -293,26 +267,15 @@ mod tests {
 
     #[test]
     fn salience_scales_with_importance_and_access_count() {
-        let inputs = SalienceInputs {
-            importance: 0.8,
-            access_count: 3,
-            ..inputs_aged(7)
-        };
+        let inputs = SalienceInputs { importance: 0.8, access_count: 3, ..inputs_aged(7) };
         // 0.8 × exp(−7/30) × (1 + ln 4 · 0.1)
         assert_close(compute_salience(&inputs, now()), 0.7213350163048139);
     }
 
     #[test]
     fn access_boost_is_capped_at_one_and_a_half() {
-        let half_importance = |access_count| SalienceInputs {
-            importance: 0.5,
-            access_count,
-            ..inputs_aged(0)
-        };
-        assert_close(
-            compute_salience(&half_importance(10), now()),
-            0.5 * 1.2397895272798372,
-        );
+        let half_importance = |access_count| SalienceInputs { importance: 0.5, access_count, ..inputs_aged(0) };
+        assert_close(compute_salience(&half_importance(10), now()), 0.5 * 1.2397895272798372);
         // ln(1 + n) · 0.1 reaches 0.5 at n ≈ 147.4
         assert!(compute_salience(&half_importance(147), now()) < 0.75);
         assert_close(compute_salience(&half_importance(148), now()), 0.75);
@@ -322,69 +285,37 @@ mod tests {
 
     #[test]
     fn salience_never_exceeds_one() {
-        let inputs = SalienceInputs {
-            importance: 1.0,
-            access_count: 1000,
-            ..inputs_aged(0)
-        };
+        let inputs = SalienceInputs { importance: 1.0, access_count: 1000, ..inputs_aged(0) };
         assert_close(compute_salience(&inputs, now()), 1.0);
     }
 
     #[test]
     fn locked_memories_are_always_fully_salient() {
-        let inputs = SalienceInputs {
-            importance: 0.1,
-            locked: true,
-            ..inputs_aged(365)
-        };
+        let inputs = SalienceInputs { importance: 0.1, locked: true, ..inputs_aged(365) };
         assert_eq!(compute_salience(&inputs, now()), 1.0);
     }
 
     #[test]
     fn future_last_accessed_counts_as_age_zero() {
-        let inputs = SalienceInputs {
-            importance: 0.6,
-            ..inputs_aged(-3)
-        };
+        let inputs = SalienceInputs { importance: 0.6, ..inputs_aged(-3) };
         assert_close(compute_salience(&inputs, now()), 0.6);
     }
 
     #[test]
     fn out_of_range_inputs_are_clamped() {
-        let too_important = SalienceInputs {
-            importance: 7.0,
-            emotional_intensity: 9.0,
-            ..inputs_aged(30)
-        };
-        let fully_important = SalienceInputs {
-            importance: 1.0,
-            emotional_intensity: 1.0,
-            ..inputs_aged(30)
-        };
-        assert_close(
-            compute_salience(&too_important, now()),
-            compute_salience(&fully_important, now()),
-        );
-        let broken = SalienceInputs {
-            importance: f64::NAN,
-            emotional_intensity: f64::NAN,
-            access_count: -5,
-            ..inputs_aged(1)
-        };
+        let too_important = SalienceInputs { importance: 7.0, emotional_intensity: 9.0, ..inputs_aged(30) };
+        let fully_important = SalienceInputs { importance: 1.0, emotional_intensity: 1.0, ..inputs_aged(30) };
+        assert_close(compute_salience(&too_important, now()), compute_salience(&fully_important, now()));
+        let broken =
+            SalienceInputs { importance: f64::NAN, emotional_intensity: f64::NAN, access_count: -5, ..inputs_aged(1) };
         assert_eq!(compute_salience(&broken, now()), 0.0);
-        let negative = SalienceInputs {
-            importance: -1.0,
-            ..inputs_aged(0)
-        };
+        let negative = SalienceInputs { importance: -1.0, ..inputs_aged(0) };
         assert_eq!(compute_salience(&negative, now()), 0.0);
     }
 
     #[test]
     fn emotional_intensity_slows_decay_by_at_most_ten_percent() {
-        let intense = |age_days| SalienceInputs {
-            emotional_intensity: 1.0,
-            ..inputs_aged(age_days)
-        };
+        let intense = |age_days| SalienceInputs { emotional_intensity: 1.0, ..inputs_aged(age_days) };
         // exp(−30/33) and exp(−90/33): the time constant grows from 30 to 33 days.
         assert_close(compute_salience(&intense(30), now()), 0.402890321529133);
         assert_close(compute_salience(&intense(90), now()), 0.06539740322986021);
@@ -394,10 +325,7 @@ mod tests {
             let calm_salience = compute_salience(&inputs_aged(age_days), now());
             let intense_salience = compute_salience(&intense(age_days), now());
             assert!(intense_salience >= calm_salience);
-            assert!(
-                intense_salience - calm_salience < 0.04,
-                "age {age_days}: {intense_salience} vs {calm_salience}"
-            );
+            assert!(intense_salience - calm_salience < 0.04, "age {age_days}: {intense_salience} vs {calm_salience}");
             // Equivalent to aging at most 10 % slower.
             let ten_percent_younger = SalienceInputs {
                 last_accessed: now() - Duration::seconds(age_days * 86_400 * 10 / 11),

@@ -4,7 +4,7 @@
 //! Every failure here is permanent: the input is wrong, retrying cannot help, so the
 //! consumer dead-letters it and acks. Nothing in this module panics on any input.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -12,9 +12,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::memory::UnknownVariant;
-use crate::wire::{
-    ConversationEnded, NpcInfo, PlayerInfo, SCHEMA_VERSION, Speaker, TranscriptMessage,
-};
+use crate::wire::{ConversationEnded, NpcInfo, PlayerInfo, SCHEMA_VERSION, Speaker, TranscriptMessage};
 
 /// Why an inbound message was refused. The strings are part of the wire protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,10 +74,7 @@ impl FromStr for ReasonCode {
         ReasonCode::ALL
             .into_iter()
             .find(|code| code.as_str() == text)
-            .ok_or_else(|| UnknownVariant {
-                kind: "reason code",
-                value: text.to_owned(),
-            })
+            .ok_or_else(|| UnknownVariant { kind: "reason code", value: text.to_owned() })
     }
 }
 
@@ -100,26 +95,17 @@ pub const MAX_ERROR_MESSAGE_CHARS: usize = 300;
 
 impl ValidationError {
     pub fn new(code: ReasonCode, message: impl Into<String>) -> Self {
-        ValidationError {
-            code,
-            message: header_safe(message.into()),
-            field: None,
-        }
+        ValidationError { code, message: header_safe(message.into()), field: None }
     }
 
     pub fn at_field(code: ReasonCode, field: impl Into<String>, message: impl Into<String>) -> Self {
-        ValidationError {
-            code,
-            message: header_safe(message.into()),
-            field: Some(field.into()),
-        }
+        ValidationError { code, message: header_safe(message.into()), field: Some(field.into()) }
     }
 }
 
 /// Replaces control characters (a header value cannot hold CR or LF) and bounds length.
 fn header_safe(message: String) -> String {
-    let needs_cleaning = message.chars().any(char::is_control)
-        || message.len() > MAX_ERROR_MESSAGE_CHARS;
+    let needs_cleaning = message.chars().any(char::is_control) || message.len() > MAX_ERROR_MESSAGE_CHARS;
     if !needs_cleaning {
         return message;
     }
@@ -211,11 +197,7 @@ pub fn decode_conversation_ended(
         return Err(ValidationError::at_field(
             ReasonCode::InvalidField,
             "ended_at",
-            format!(
-                "ended_at {} is before started_at {}",
-                ended_at.to_rfc3339(),
-                started_at.to_rfc3339()
-            ),
+            format!("ended_at {} is before started_at {}", ended_at.to_rfc3339(), started_at.to_rfc3339()),
         ));
     }
 
@@ -244,11 +226,7 @@ fn decode_transcript(
         return Err(ValidationError::at_field(
             ReasonCode::TooManyMessages,
             "messages",
-            format!(
-                "messages has {} entries, limit {}",
-                entries.len(),
-                limits.max_messages
-            ),
+            format!("messages has {} entries, limit {}", entries.len(), limits.max_messages),
         ));
     }
     if entries.is_empty() {
@@ -265,10 +243,7 @@ fn decode_transcript(
         let Value::Object(entry_object) = entry else {
             return Err(wrong_type(&entry_path, "an object", entry));
         };
-        let message_view = ObjectView {
-            object: entry_object,
-            path: entry_path,
-        };
+        let message_view = ObjectView { object: entry_object, path: entry_path };
 
         let speaker_value = message_view.required_string("speaker", usize::MAX)?;
         let speaker = match speaker_value {
@@ -279,23 +254,13 @@ fn decode_transcript(
                 return Err(ValidationError::at_field(
                     ReasonCode::InvalidField,
                     field.clone(),
-                    format!(
-                        "{field} must be \"player\" or \"npc\", got {:?}",
-                        quoted_prefix(unknown)
-                    ),
+                    format!("{field} must be \"player\" or \"npc\", got {:?}", quoted_prefix(unknown)),
                 ));
             }
         };
 
-        let text = message_view.required_string_with_code(
-            "text",
-            limits.max_text_chars,
-            ReasonCode::TextTooLong,
-        )?;
-        messages.push(TranscriptMessage {
-            speaker,
-            text: text.to_owned(),
-        });
+        let text = message_view.required_string_with_code("text", limits.max_text_chars, ReasonCode::TextTooLong)?;
+        messages.push(TranscriptMessage { speaker, text: text.to_owned() });
     }
     Ok(messages)
 }
@@ -305,8 +270,8 @@ fn decode_transcript(
 /// UTF-8, JSON object, `schema_version`, no NUL in any string value — then serde into
 /// `T`. Serde errors map to `missing_field` (a required field absent or `null`),
 /// `invalid_uuid` (a UUID that does not parse) or `invalid_field` (anything else).
-/// Serde does not report nested paths, so `field` is set only for missing top-level
-/// fields. A `null` `schema_version` is treated as absent (version 1).
+/// Serde does not report paths: `field` is set only for a missing field, to its bare
+/// name. A `null` `schema_version` is treated as absent (version 1).
 pub fn decode_message<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     max_payload_bytes: usize,
@@ -317,7 +282,9 @@ pub fn decode_message<T: serde::de::DeserializeOwned>(
         object.remove("schema_version");
     }
     let root = Value::Object(object);
-    if let Some(path) = first_string_with_nul(&root, &mut String::new()) {
+    // JSON can only carry U+0000 as the escape `\u0000`; skip the walk without one.
+    let may_contain_nul = bytes.windows(NUL_ESCAPE.len()).any(|window| window == NUL_ESCAPE);
+    if may_contain_nul && let Some(path) = first_string_with_nul(&root, &mut String::new()) {
         return Err(ValidationError::at_field(
             ReasonCode::InvalidField,
             path.clone(),
@@ -326,6 +293,8 @@ pub fn decode_message<T: serde::de::DeserializeOwned>(
     }
     serde_json::from_value(root).map_err(classify_serde_error)
 }
+
+const NUL_ESCAPE: &[u8] = b"\\u0000";
 
 fn classify_serde_error(error: serde_json::Error) -> ValidationError {
     let description = error.to_string();
@@ -338,10 +307,7 @@ fn classify_serde_error(error: serde_json::Error) -> ValidationError {
         );
     }
     if description.starts_with("invalid type: null") {
-        return ValidationError::new(
-            ReasonCode::MissingField,
-            format!("a required field is null: {description}"),
-        );
+        return ValidationError::new(ReasonCode::MissingField, format!("a required field is null: {description}"));
     }
     // uuid's serde impl says "UUID parsing failed: …" or "expected a formatted UUID
     // string"; nothing else in our types mentions UUIDs.
@@ -362,17 +328,11 @@ fn decode_object(bytes: &[u8], max_payload_bytes: usize) -> Result<Map<String, V
     let text = std::str::from_utf8(bytes).map_err(|error| {
         ValidationError::new(
             ReasonCode::InvalidUtf8,
-            format!(
-                "payload is not valid UTF-8: invalid byte at offset {}",
-                error.valid_up_to()
-            ),
+            format!("payload is not valid UTF-8: invalid byte at offset {}", error.valid_up_to()),
         )
     })?;
     let value: Value = serde_json::from_str(text).map_err(|error| {
-        ValidationError::new(
-            ReasonCode::InvalidJson,
-            format!("payload is not valid JSON: {error}"),
-        )
+        ValidationError::new(ReasonCode::InvalidJson, format!("payload is not valid JSON: {error}"))
     })?;
     match value {
         Value::Object(object) => Ok(object),
@@ -395,16 +355,9 @@ fn check_schema_version(object: &Map<String, Value>) -> Result<(), ValidationErr
         Value::Number(number) => {
             format!("schema_version {number} is not supported, expected {SCHEMA_VERSION}")
         }
-        other => format!(
-            "schema_version must be the integer {SCHEMA_VERSION}, got a {}",
-            json_type_name(other)
-        ),
+        other => format!("schema_version must be the integer {SCHEMA_VERSION}, got a {}", json_type_name(other)),
     };
-    Err(ValidationError::at_field(
-        ReasonCode::SchemaVersion,
-        "schema_version",
-        message,
-    ))
+    Err(ValidationError::at_field(ReasonCode::SchemaVersion, "schema_version", message))
 }
 
 /// Depth-first search for a string value containing U+0000; returns its path.
@@ -413,7 +366,8 @@ fn first_string_with_nul(value: &Value, path: &mut String) -> Option<String> {
         Value::String(text) if text.contains('\0') => Some(path.clone()),
         Value::Array(items) => items.iter().enumerate().find_map(|(index, item)| {
             let parent_len = path.len();
-            path.push_str(&format!("[{index}]"));
+            // Writing into a String cannot fail.
+            let _ = write!(path, "[{index}]");
             let found = first_string_with_nul(item, path);
             path.truncate(parent_len);
             found
@@ -441,18 +395,11 @@ struct ObjectView<'v> {
 
 impl<'v> ObjectView<'v> {
     fn root(object: &'v Map<String, Value>) -> Self {
-        ObjectView {
-            object,
-            path: String::new(),
-        }
+        ObjectView { object, path: String::new() }
     }
 
     fn field_path(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{}.{key}", self.path)
-        }
+        if self.path.is_empty() { key.to_owned() } else { format!("{}.{key}", self.path) }
     }
 
     /// The value under `key`; `null` counts as absent.
@@ -473,10 +420,7 @@ impl<'v> ObjectView<'v> {
 
     fn required_object(&self, key: &str) -> Result<ObjectView<'v>, ValidationError> {
         match self.required(key)? {
-            Value::Object(object) => Ok(ObjectView {
-                object,
-                path: self.field_path(key),
-            }),
+            Value::Object(object) => Ok(ObjectView { object, path: self.field_path(key) }),
             other => Err(wrong_type(&self.field_path(key), "an object", other)),
         }
     }
@@ -516,16 +460,14 @@ impl<'v> ObjectView<'v> {
 
     fn required_timestamp(&self, key: &str) -> Result<DateTime<Utc>, ValidationError> {
         let text = self.required_string(key, usize::MAX)?;
-        DateTime::parse_from_rfc3339(text)
-            .map(|timestamp| timestamp.with_timezone(&Utc))
-            .map_err(|error| {
-                let field = self.field_path(key);
-                ValidationError::at_field(
-                    ReasonCode::InvalidField,
-                    field.clone(),
-                    format!("{field} is not an RFC 3339 timestamp: {error}"),
-                )
-            })
+        DateTime::parse_from_rfc3339(text).map(|timestamp| timestamp.with_timezone(&Utc)).map_err(|error| {
+            let field = self.field_path(key);
+            ValidationError::at_field(
+                ReasonCode::InvalidField,
+                field.clone(),
+                format!("{field} is not an RFC 3339 timestamp: {error}"),
+            )
+        })
     }
 
     fn required_string(&self, key: &str, max_chars: usize) -> Result<&'v str, ValidationError> {
@@ -564,8 +506,7 @@ impl<'v> ObjectView<'v> {
         match self.optional(key) {
             None => Ok(None),
             Some(Value::String(text)) => {
-                check_string(&field, text, max_chars, ReasonCode::InvalidField)
-                    .map(|text| Some(text.to_owned()))
+                check_string(&field, text, max_chars, ReasonCode::InvalidField).map(|text| Some(text.to_owned()))
             }
             Some(other) => Err(wrong_type(&field, "a string", other)),
         }
@@ -674,7 +615,7 @@ mod tests {
             "player": {"name": "Aria", "factions": ["thieves_guild"]},
             "location": "Market Square",
             "started_at": "2025-06-01T12:00:00Z",
-            "ended_at": "2025-06-01T12:05:00+02:00",
+            "ended_at": "2025-06-01T14:05:00+02:00",
             "messages": [
                 {"speaker": "player", "text": "I need a sword."},
                 {"speaker": "npc", "text": "Forty gold, no haggling."}
@@ -740,11 +681,10 @@ mod tests {
         assert_eq!(conversation.location.as_deref(), Some("Market Square"));
         assert_eq!(conversation.messages.len(), 2);
         assert_eq!(conversation.messages[1].speaker, Speaker::Npc);
-        // +02:00 is normalised to UTC: 12:05+02:00 is 10:05Z.
-        assert_eq!(conversation.ended_at.to_rfc3339(), "2025-06-01T10:05:00+00:00");
+        // +02:00 is normalised to UTC: 14:05+02:00 is 12:05Z.
+        assert_eq!(conversation.ended_at.to_rfc3339(), "2025-06-01T12:05:00+00:00");
 
-        let typed: ConversationEnded =
-            serde_json::from_value(valid_payload()).expect("serde agrees");
+        let typed: ConversationEnded = serde_json::from_value(valid_payload()).expect("serde agrees");
         assert_eq!(conversation, typed);
     }
 
@@ -800,10 +740,7 @@ mod tests {
 
     #[test]
     fn size_is_checked_before_anything_else() {
-        let limits = ConversationLimits {
-            max_payload_bytes: 4,
-            ..ConversationLimits::default()
-        };
+        let limits = ConversationLimits { max_payload_bytes: 4, ..ConversationLimits::default() };
         let error = decode_conversation_ended(b"\xff\xff\xff\xff\xff", &limits).expect_err("large");
         assert_eq!(error.code, ReasonCode::PayloadTooLarge);
     }
@@ -821,16 +758,7 @@ mod tests {
 
     #[test]
     fn missing_or_null_required_fields_are_named() {
-        for key in [
-            "conversation_id",
-            "npc_id",
-            "player_id",
-            "npc",
-            "player",
-            "started_at",
-            "ended_at",
-            "messages",
-        ] {
+        for key in ["conversation_id", "npc_id", "player_id", "npc", "player", "started_at", "ended_at", "messages"] {
             let absent = with(|payload| remove(payload, key));
             expect_error(&absent, ReasonCode::MissingField, Some(key));
             let null = with(|payload| payload[key] = Value::Null);
@@ -953,10 +881,7 @@ mod tests {
 
         let shouting = with(|payload| payload["messages"][0]["speaker"] = json!("Player"));
         let error = expect_error(&shouting, ReasonCode::InvalidField, Some("messages[0].speaker"));
-        assert_eq!(
-            error.message,
-            "messages[0].speaker must be \"player\" or \"npc\", got \"Player\""
-        );
+        assert_eq!(error.message, "messages[0].speaker must be \"player\" or \"npc\", got \"Player\"");
 
         let number_text = with(|payload| payload["messages"][1]["text"] = json!(3));
         expect_error(&number_text, ReasonCode::InvalidField, Some("messages[1].text"));
@@ -965,9 +890,7 @@ mod tests {
     #[test]
     fn message_limits_have_their_own_codes() {
         let limits = ConversationLimits::default();
-        let messages: Vec<Value> = (0..201)
-            .map(|_| json!({"speaker": "player", "text": "hi"}))
-            .collect();
+        let messages: Vec<Value> = (0..201).map(|_| json!({"speaker": "player", "text": "hi"})).collect();
         let too_many = with(|payload| payload["messages"] = json!(messages));
         let bytes = serde_json::to_vec(&too_many).expect("serialises");
         let error = decode_conversation_ended(&bytes, &limits).expect_err("too many");
@@ -1010,8 +933,7 @@ mod tests {
     fn decode_message_maps_serde_errors_to_codes() {
         let limit = 65_536;
         let job: ExtractJob =
-            decode_message(br#"{"conversation_id":"0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10"}"#, limit)
-                .expect("valid job");
+            decode_message(br#"{"conversation_id":"0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10"}"#, limit).expect("valid job");
         assert_eq!(job.schema_version, 1);
 
         let null_version: ExtractJob = decode_message(
@@ -1038,10 +960,16 @@ mod tests {
             assert_eq!(error.field.as_deref(), field, "{error}");
         }
 
+        let nested_nul = br#"{"conversation_id":"0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10","x":[{"y":"\u0000"}]}"#;
+        let error = decode_message::<ExtractJob>(nested_nul, limit).expect_err("nul");
+        assert_eq!(error.code, ReasonCode::InvalidField);
+        assert_eq!(error.field.as_deref(), Some("x[0].y"));
+
         let error = decode_message::<ExtractJob>(&[b' '; 20], 10).expect_err("too large");
         assert_eq!(error.code, ReasonCode::PayloadTooLarge);
 
-        let wrong_type = br#"{"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32","allow_memory":"no","at":"2025-06-01T12:00:00Z"}"#;
+        let wrong_type =
+            br#"{"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32","allow_memory":"no","at":"2025-06-01T12:00:00Z"}"#;
         let error = decode_message::<PlayerPrivacy>(wrong_type, limit).expect_err("bad bool");
         assert_eq!(error.code, ReasonCode::InvalidField);
 

@@ -249,12 +249,7 @@ pub mod signal_type {
     pub const SECRET_LEARNED: &str = "secret_learned";
     pub const MEMORY_MILESTONE: &str = "memory_milestone";
     pub const FACTION_REPUTATION_SHIFT: &str = "faction_reputation_shift";
-    pub const ALL: [&str; 4] = [
-        RELATIONSHIP_CHANGED,
-        SECRET_LEARNED,
-        MEMORY_MILESTONE,
-        FACTION_REPUTATION_SHIFT,
-    ];
+    pub const ALL: [&str; 4] = [RELATIONSHIP_CHANGED, SECRET_LEARNED, MEMORY_MILESTONE, FACTION_REPUTATION_SHIFT];
 }
 
 /// `event_type` values of a `relationship_changed` signal: the seed's
@@ -395,12 +390,7 @@ fn half() -> f64 {
 impl Default for Drives {
     /// A neutral NPC: every drive at 0.5.
     fn default() -> Self {
-        Drives {
-            social: 0.5,
-            safety: 0.5,
-            loyalty: 0.5,
-            curiosity: 0.5,
-        }
+        Drives { social: 0.5, safety: 0.5, loyalty: 0.5, curiosity: 0.5 }
     }
 }
 
@@ -545,12 +535,7 @@ pub struct ErrorBody {
 
 impl ErrorReply {
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ErrorReply {
-            error: ErrorBody {
-                code: code.into(),
-                message: message.into(),
-            },
-        }
+        ErrorReply { error: ErrorBody { code: code.into(), message: message.into() } }
     }
 }
 
@@ -585,8 +570,7 @@ mod tests {
             ],
             "some_future_field": {"ignored": true}
         });
-        let conversation: ConversationEnded =
-            serde_json::from_value(payload).expect("design example decodes");
+        let conversation: ConversationEnded = serde_json::from_value(payload).expect("design example decodes");
         assert_eq!(conversation.npc.role.as_deref(), Some("blacksmith"));
         assert_eq!(conversation.messages[0].speaker, Speaker::Player);
         assert_eq!(conversation.messages[1].speaker, Speaker::Npc);
@@ -599,8 +583,7 @@ mod tests {
     #[test]
     fn missing_schema_version_means_one() {
         let job: ExtractJob =
-            serde_json::from_str(r#"{"conversation_id":"0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10"}"#)
-                .expect("decodes");
+            serde_json::from_str(r#"{"conversation_id":"0b7e4a52-6f0e-4c7a-9d41-3f2a1c9e8b10"}"#).expect("decodes");
         assert_eq!(job.schema_version, 1);
     }
 
@@ -675,10 +658,7 @@ mod tests {
             "at": "2025-06-01T12:05:00Z"
         });
         let signal: Signal = serde_json::from_value(payload).expect("decodes");
-        assert_eq!(
-            signal.event_type.as_deref(),
-            Some(relationship_event_type::NPC_HOSTILE)
-        );
+        assert_eq!(signal.event_type.as_deref(), Some(relationship_event_type::NPC_HOSTILE));
         assert_eq!(signal.version, None);
         assert!(signal.extra.is_empty());
         assert_eq!(round_trip(&signal), signal);
@@ -749,10 +729,7 @@ mod tests {
         .expect("decodes");
         assert_eq!(request.schema_version, 1);
         assert_eq!(request.max_tokens, Some(1024));
-        assert_eq!(
-            request.npc.as_ref().map(|persona| persona.personality.as_str()),
-            Some("gruff but fair")
-        );
+        assert_eq!(request.npc.as_ref().map(|persona| persona.personality.as_str()), Some("gruff but fair"));
         assert_eq!(round_trip(&request), request);
 
         let minimal: EnrichRequest = serde_json::from_value(json!({
@@ -792,10 +769,9 @@ mod tests {
 
     #[test]
     fn cache_invalidate_null_means_every_pair_on_that_side() {
-        let invalidate: CacheInvalidate = serde_json::from_str(
-            r#"{"npc_id":null,"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32"}"#,
-        )
-        .expect("decodes");
+        let invalidate: CacheInvalidate =
+            serde_json::from_str(r#"{"npc_id":null,"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32"}"#)
+                .expect("decodes");
         assert_eq!(invalidate.npc_id, None);
         assert!(invalidate.player_id.is_some());
         assert_eq!(
@@ -803,8 +779,7 @@ mod tests {
             json!({"npc_id": null, "player_id": null})
         );
 
-        let control: ControlChanged =
-            serde_json::from_str(r#"{"switch":"degraded","value":true}"#).expect("decodes");
+        let control: ControlChanged = serde_json::from_str(r#"{"switch":"degraded","value":true}"#).expect("decodes");
         assert_eq!(control.value, json!(true));
     }
 

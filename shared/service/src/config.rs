@@ -53,10 +53,10 @@ pub struct CommonConfig {
     #[arg(long, env = "NPCMEM_MAX_MESSAGE_BYTES", default_value_t = 1024 * 1024)]
     pub max_message_bytes: i32,
     /// max_bytes of each work-queue stream (CONVERSATIONS, JOBS); new messages are refused beyond it.
-    #[arg(long, env = "NPCMEM_WORK_QUEUE_MAX_BYTES", default_value_t = 4 * 1024 * 1024 * 1024)]
+    #[arg(long, env = "NPCMEM_WORK_QUEUE_MAX_BYTES", default_value_t = 1024 * 1024 * 1024)]
     pub work_queue_max_bytes: i64,
     /// max_bytes of each limits stream (EVENTS, WORLD, SIGNALS, DLQ); oldest dropped beyond it.
-    #[arg(long, env = "NPCMEM_LIMITS_STREAM_MAX_BYTES", default_value_t = 8 * 1024 * 1024 * 1024)]
+    #[arg(long, env = "NPCMEM_LIMITS_STREAM_MAX_BYTES", default_value_t = 1024 * 1024 * 1024)]
     pub limits_stream_max_bytes: i64,
     /// Stream replicas (3 on a JetStream cluster).
     #[arg(long, env = "NPCMEM_STREAM_REPLICAS", default_value_t = 1)]
@@ -73,15 +73,18 @@ pub struct CommonConfig {
 
 impl CommonConfig {
     pub fn validate(&self) -> Result<(), crate::ServiceError> {
-        let valid_token = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let valid_token =
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_token(&self.subject_prefix) {
             return Err(crate::ServiceError::Config(format!(
-                "NPCMEM_SUBJECT_PREFIX {:?} must be letters, digits, '_' or '-'", self.subject_prefix
+                "NPCMEM_SUBJECT_PREFIX {:?} must be letters, digits, '_' or '-'",
+                self.subject_prefix
             )));
         }
         if !valid_token(&self.stream_prefix) {
             return Err(crate::ServiceError::Config(format!(
-                "NPCMEM_STREAM_PREFIX {:?} must be letters, digits, '_' or '-'", self.stream_prefix
+                "NPCMEM_STREAM_PREFIX {:?} must be letters, digits, '_' or '-'",
+                self.stream_prefix
             )));
         }
         if self.batch_size == 0 || self.batch_size > 1000 {

@@ -59,10 +59,7 @@ pub struct NewConversation {
 
 /// Inserts the rows that are new and returns the ids of exactly those; a conversation
 /// already in the ledger is left untouched (the dedup, DESIGN §4).
-pub async fn insert_batch(
-    connection: &mut PgConnection,
-    rows: &[NewConversation],
-) -> StoreResult<Vec<Uuid>> {
+pub async fn insert_batch(connection: &mut PgConnection, rows: &[NewConversation]) -> StoreResult<Vec<Uuid>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -113,10 +110,7 @@ pub struct ConversationRow {
     pub received_at: DateTime<Utc>,
 }
 
-pub async fn get(
-    connection: &mut PgConnection,
-    conversation_id: Uuid,
-) -> StoreResult<Option<ConversationRow>> {
+pub async fn get(connection: &mut PgConnection, conversation_id: Uuid) -> StoreResult<Option<ConversationRow>> {
     let row = sqlx::query_as::<_, ConversationRow>(
         "SELECT conversation_id, npc_id, player_id, npc_name, npc_role, player_name,
              npc_factions, player_factions, location, transcript, message_count, redactions,
@@ -131,10 +125,9 @@ pub async fn get(
 
 /// Count of ledger rows per state, for `npcmem stats` and metrics.
 pub async fn count_by_state(connection: &mut PgConnection) -> StoreResult<Vec<(String, i64)>> {
-    let rows = sqlx::query_as::<_, (String, i64)>(
-        "SELECT state, count(*) FROM conversations GROUP BY state ORDER BY state",
-    )
-    .fetch_all(connection)
-    .await?;
+    let rows =
+        sqlx::query_as::<_, (String, i64)>("SELECT state, count(*) FROM conversations GROUP BY state ORDER BY state")
+            .fetch_all(connection)
+            .await?;
     Ok(rows)
 }

@@ -48,13 +48,9 @@ impl From<sqlx::Error> for StoreError {
                     // serialization_failure, deadlock_detected
                     Some("40001") | Some("40P01") => StoreError::Conflict(error),
                     // class 08: connection exceptions; 57P0x: admin/crash shutdown
-                    Some(code) if code.starts_with("08") || code.starts_with("57P") => {
-                        StoreError::Unavailable(error)
-                    }
+                    Some(code) if code.starts_with("08") || code.starts_with("57P") => StoreError::Unavailable(error),
                     // class 23: integrity constraint violations; 22: data exceptions
-                    Some(code) if code.starts_with("23") || code.starts_with("22") => {
-                        StoreError::Constraint(error)
-                    }
+                    Some(code) if code.starts_with("23") || code.starts_with("22") => StoreError::Constraint(error),
                     _ => StoreError::Other(error),
                 }
             }

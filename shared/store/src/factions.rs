@@ -89,12 +89,10 @@ mod tests {
     fn newest_membership_wins_within_a_batch() {
         let id = Uuid::new_v4();
         let older = FactionMembership { id, factions: vec!["old".into()], as_of: Utc::now() };
-        let newer = FactionMembership {
-            id,
-            factions: vec!["new".into()],
-            as_of: older.as_of + chrono::Duration::seconds(5),
-        };
-        let kept = newest_per_id(&[newer.clone(), older]);
+        let newer =
+            FactionMembership { id, factions: vec!["new".into()], as_of: older.as_of + chrono::Duration::seconds(5) };
+        let memberships = [newer.clone(), older];
+        let kept = newest_per_id(&memberships);
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].factions, vec!["new".to_string()]);
     }

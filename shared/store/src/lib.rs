@@ -13,5 +13,5 @@ pub mod switches;
 pub mod working_memory;
 
 pub use error::StoreError;
-pub use pool::{connect, ensure_database, migrate, PoolOptions};
+pub use pool::{PoolOptions, connect, ensure_database, migrate};
 pub use sqlx::{PgConnection, PgPool, Postgres, Transaction};

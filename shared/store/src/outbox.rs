@@ -46,10 +46,8 @@ pub async fn enqueue(connection: &mut PgConnection, messages: &[OutboxMessage]) 
     let subjects: Vec<&str> = messages.iter().map(|m| m.subject.as_str()).collect();
     let msg_ids: Vec<Option<&str>> = messages.iter().map(|m| m.msg_id.as_deref()).collect();
     let payloads: Vec<&[u8]> = messages.iter().map(|m| m.payload.as_slice()).collect();
-    let headers: Vec<String> = messages
-        .iter()
-        .map(|m| serde_json::to_string(&m.headers).expect("string maps always serialise"))
-        .collect();
+    let headers: Vec<String> =
+        messages.iter().map(|m| serde_json::to_string(&m.headers).expect("string maps always serialise")).collect();
     sqlx::query(
         "INSERT INTO outbox (subject, msg_id, payload, headers)
          SELECT subject, msg_id, payload, headers::jsonb
@@ -83,19 +81,15 @@ pub async fn delete(connection: &mut PgConnection, ids: &[i64]) -> StoreResult<(
     if ids.is_empty() {
         return Ok(());
     }
-    sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-        .bind(ids)
-        .execute(connection)
-        .await?;
+    sqlx::query("DELETE FROM outbox WHERE id = ANY($1)").bind(ids).execute(connection).await?;
     Ok(())
 }
 
 /// Rows waiting and the age of the oldest in seconds (0 when empty), for metrics.
 pub async fn depth(connection: &mut PgConnection) -> StoreResult<(i64, f64)> {
-    let (count, oldest_age): (i64, Option<f64>) = sqlx::query_as(
-        "SELECT count(*), EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 FROM outbox",
-    )
-    .fetch_one(connection)
-    .await?;
+    let (count, oldest_age): (i64, Option<f64>) =
+        sqlx::query_as("SELECT count(*), EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 FROM outbox")
+            .fetch_one(connection)
+            .await?;
     Ok((count, oldest_age.unwrap_or(0.0).max(0.0)))
 }

@@ -70,11 +70,7 @@ pub async fn set_allow_memory(
 }
 
 /// Marks the player forgotten as of `at` (used by `npcmem forget-player`).
-pub async fn mark_forgotten(
-    connection: &mut PgConnection,
-    player_id: Uuid,
-    at: DateTime<Utc>,
-) -> StoreResult<()> {
+pub async fn mark_forgotten(connection: &mut PgConnection, player_id: Uuid, at: DateTime<Utc>) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO player_privacy (player_id, allow_memory, forgotten_at, updated_at)
          VALUES ($1, true, $2, $2)
@@ -89,10 +85,7 @@ pub async fn mark_forgotten(
 }
 
 /// Privacy rows for the given players; players without a row allow memory.
-pub async fn statuses(
-    connection: &mut PgConnection,
-    player_ids: &[Uuid],
-) -> StoreResult<HashMap<Uuid, PrivacyStatus>> {
+pub async fn statuses(connection: &mut PgConnection, player_ids: &[Uuid]) -> StoreResult<HashMap<Uuid, PrivacyStatus>> {
     if player_ids.is_empty() {
         return Ok(HashMap::new());
     }

@@ -65,11 +65,7 @@ pub async fn record_batch(connection: &mut PgConnection, summaries: &[NewSummary
 }
 
 /// The pair's summaries, newest first.
-pub async fn recent(
-    connection: &mut PgConnection,
-    npc_id: Uuid,
-    player_id: Uuid,
-) -> StoreResult<Vec<SummaryRow>> {
+pub async fn recent(connection: &mut PgConnection, npc_id: Uuid, player_id: Uuid) -> StoreResult<Vec<SummaryRow>> {
     let rows = sqlx::query_as::<_, SummaryRow>(
         "SELECT conversation_id, summary, ended_at FROM working_memory
          WHERE npc_id = $1 AND player_id = $2 ORDER BY ended_at DESC, conversation_id DESC",

@@ -124,9 +124,8 @@ async fn raw_baseline(
     let mut outstanding = std::collections::VecDeque::with_capacity(args.window);
     while Instant::now() < deadline {
         let sample = &samples[published as usize % samples.len()];
-        let message = PublishMessage::build()
-            .payload(sample.payload.clone().into())
-            .message_id(Uuid::new_v4().to_string());
+        let message =
+            PublishMessage::build().payload(sample.payload.clone().into()).message_id(Uuid::new_v4().to_string());
         outstanding.push_back(js.send_publish(subject.clone(), message).await?);
         if outstanding.len() >= args.window {
             outstanding.pop_front().expect("window is non-empty").await?;
@@ -174,7 +173,9 @@ async fn drive_ingest(
     let mut outstanding = std::collections::VecDeque::with_capacity(args.window);
     let payload_template_count = samples.len();
     while Instant::now() < measure_until {
-        if published.saturating_sub(committed) >= args.backlog || last_progress_check.elapsed() > Duration::from_millis(250) {
+        if published.saturating_sub(committed) >= args.backlog
+            || last_progress_check.elapsed() > Duration::from_millis(250)
+        {
             committed = jobs_in_stream(js, topology).await?.saturating_sub(jobs_before);
             last_progress_check = Instant::now();
             if let Some((_, peak)) = ingest_pid.and_then(rss::rss_kib) {
@@ -198,7 +199,7 @@ async fn drive_ingest(
                 .replace(&samples[index].conversation_id.to_string(), &conversation_id.to_string());
             (conversation_id, text.into_bytes())
         };
-        if published % 100 == 0 {
+        if published.is_multiple_of(100) {
             latency_samples.push((conversation_id, Utc::now()));
         }
         let message = PublishMessage::build().payload(payload.into()).message_id(conversation_id.to_string());
@@ -218,7 +219,8 @@ async fn drive_ingest(
     }
     // Let ingest drain what is left so latency samples are all committed.
     let drain_deadline = Instant::now() + Duration::from_secs(120);
-    while jobs_in_stream(js, topology).await?.saturating_sub(jobs_before) < published && Instant::now() < drain_deadline {
+    while jobs_in_stream(js, topology).await?.saturating_sub(jobs_before) < published && Instant::now() < drain_deadline
+    {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let mut latency = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
