@@ -43,7 +43,8 @@ CREATE TABLE working_memory (
     ended_at         timestamptz NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX working_memory_pair_idx ON working_memory (npc_id, player_id, ended_at DESC);
+-- Matches the trim's ORDER BY exactly, so keeping the newest three is an index walk.
+CREATE INDEX working_memory_pair_idx ON working_memory (npc_id, player_id, ended_at DESC, conversation_id DESC);
 
 -- Transactional outbox (DESIGN §3). msg_id is the natural key used as Nats-Msg-Id when
 -- the message has one; NULL means "use the row id".

@@ -31,7 +31,7 @@ pub fn admin_database_url() -> String {
 const TEST_STREAM_MAX_BYTES: i64 = 32 * 1024 * 1024;
 const TEST_STREAM_MAX_BYTES_ARG: &str = "33554432";
 /// Test streams older than this are leftovers of a crashed run.
-const STALE_TEST_STREAM_AGE: Duration = Duration::from_secs(3600);
+const STALE_TEST_STREAM_AGE: Duration = Duration::from_secs(15 * 60);
 
 static TRACING: Once = Once::new();
 

@@ -1,27 +1,17 @@
 //! Running a service as a real OS process, for crash tests.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 
 use tokio::process::{Child, Command};
-
-/// The path of a workspace binary next to this test executable (`target/<profile>/`).
-pub fn binary_path(name: &str) -> PathBuf {
-    let test_executable = std::env::current_exe().expect("the test knows its own path");
-    let deps_dir = test_executable.parent().expect("test executables live in target/<profile>/deps");
-    let profile_dir = deps_dir.parent().expect("deps has a parent");
-    let path = profile_dir.join(name);
-    assert!(path.exists(), "{} not built; run `cargo build --workspace` (cargo test --workspace does)", path.display());
-    path
-}
 
 pub struct ServiceProcess {
     pub child: Child,
 }
 
 impl ServiceProcess {
+    /// `binary` is a path, normally `env!("CARGO_BIN_EXE_it-npcmem-ingest")`.
     pub fn spawn(binary: &str, args: &[String]) -> Self {
-        let child = Command::new(binary_path(binary))
+        let child = Command::new(binary)
             .args(args)
             .env("RUST_LOG", std::env::var("NPCMEM_TEST_LOG").unwrap_or_else(|_| "warn".into()))
             .env_remove("NPCMEM_DATABASE_URL")

@@ -8,6 +8,9 @@ use npcmem_tests::tcp_proxy::TcpProxy;
 use npcmem_tests::{TestEnv, wait_until, with_database};
 use uuid::Uuid;
 
+/// Built by cargo for this package's tests, so never stale.
+const INGEST_BINARY: &str = env!("CARGO_BIN_EXE_it-npcmem-ingest");
+
 async fn publish_burst(env: &TestEnv, count: usize) -> Vec<Uuid> {
     let subject = env.subject("conversation.ended");
     let pairs: Vec<Pair> = (0..50).map(|_| Pair::new()).collect();
@@ -49,7 +52,7 @@ async fn assert_all_committed_once(env: &TestEnv, ids: &[Uuid]) {
 async fn killed_ingest_process_loses_and_doubles_nothing() {
     let env = TestEnv::new().await;
     let args = env.common_args();
-    let first = ServiceProcess::spawn("npcmem-ingest", &args);
+    let first = ServiceProcess::spawn(INGEST_BINARY, &args);
     let ids = publish_burst(&env, 2_000).await;
     wait_until(Duration::from_secs(60), "some but not all conversations committed", || async {
         env.count("SELECT count(*) FROM conversations").await > 0
@@ -58,7 +61,7 @@ async fn killed_ingest_process_loses_and_doubles_nothing() {
     first.kill().await;
     let committed_at_kill = env.count("SELECT count(*) FROM conversations").await;
 
-    let second = ServiceProcess::spawn("npcmem-ingest", &args);
+    let second = ServiceProcess::spawn(INGEST_BINARY, &args);
     wait_until(Duration::from_secs(90), "all 2,000 committed with their jobs", || async {
         env.count("SELECT count(*) FROM conversations").await == 2_000
             && env.stream_messages(StreamKind::Jobs).await.len() >= 2_000

@@ -6,29 +6,29 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 const PLAYER_LINES: &[&str] = &[
-    "Good morning! I am looking for a sturdy longsword, something that will not snap on the first orc.",
-    "How much would you want for that iron shield hanging by the door? It looks well made.",
-    "I heard bandits have been raiding the mill road at night. Do you know anything about that?",
-    "I brought the herbs you asked for last week, three bundles of silverleaf from the marsh.",
-    "That price is robbery. I will give you thirty gold and not a copper more.",
-    "Could you repair my armour before tomorrow? The straps on the left side are torn.",
-    "The captain of the guard sent me. He says you owe him a favour for the winter.",
-    "Do you ever hear stories about the old mine in the hills? People say it is haunted.",
-    "Thank you for the help yesterday, the potion saved my life in the crypt.",
-    "If you tell anyone I was here, you will regret it. Understood?",
+    "Good morning! I need a sturdy longsword.",
+    "How much for that iron shield by the door?",
+    "Bandits raid the mill road at night. Heard anything?",
+    "I brought the silverleaf you asked for.",
+    "That is robbery. Thirty gold, not a copper more.",
+    "Could you repair my armour before tomorrow?",
+    "The captain says you owe him a favour.",
+    "People say the old mine is haunted. True?",
+    "Thank you, the potion saved my life in the crypt.",
+    "Tell anyone I was here and you will regret it.",
 ];
 
 const NPC_LINES: &[&str] = &[
-    "Aye, I have a few blades. This one was forged from mountain iron, fifty gold and it is yours.",
-    "The shield? Forty gold. I hammered every rivet myself, it will hold against any axe.",
-    "Bandits, you say. I lost a cart of charcoal to them last month. Nobody does anything about it.",
-    "Silverleaf! Good, I needed that for the quenching oil. Here, take these ten silver for your trouble.",
-    "Thirty? You must be joking. Forty-five, and that is because you look honest.",
-    "Leave it on the bench. Come back at sunrise and it will be good as new, for a small fee.",
-    "The captain, hmm. Tell him I have not forgotten, but he should come himself next time.",
-    "The old mine. My grandfather worked there before the collapse. Strange lights at night, they say.",
-    "I am glad it worked. Be careful down there, the dead do not sleep well in that crypt.",
-    "No need for threats. I keep my mouth shut, that is how a smith stays alive in this town.",
+    "Mountain iron, fifty gold and it is yours.",
+    "Forty gold. I hammered every rivet myself.",
+    "They took a cart of my charcoal last month.",
+    "Good, I needed that. Ten silver for your trouble.",
+    "Forty-five, because you look honest.",
+    "Leave it on the bench, come back at sunrise.",
+    "Tell him to come himself next time.",
+    "Strange lights up there at night, they say.",
+    "Glad it worked. The dead sleep badly down there.",
+    "No need for threats. I keep my mouth shut.",
 ];
 
 /// Deterministic pseudo-random numbers (xorshift) so runs are comparable.

@@ -50,10 +50,14 @@ impl ConversationHandler {
     /// Writes the accepted conversations in one transaction and returns the tally.
     async fn commit(&self, accepted: &[Accepted]) -> Result<Tally, StoreError> {
         let mut transaction = self.pool.begin().await?;
-        let player_ids: Vec<Uuid> = accepted.iter().map(|a| a.conversation.player_id).collect();
+        // Everything below goes in conversation_id order so that concurrent batches take
+        // their row locks in one order and cannot deadlock.
+        let mut sorted: Vec<&Accepted> = accepted.iter().collect();
+        sorted.sort_unstable_by_key(|a| a.conversation.conversation_id);
+        let player_ids: Vec<Uuid> = sorted.iter().map(|a| a.conversation.player_id).collect();
         let privacy = privacy::statuses(&mut transaction, &player_ids).await?;
 
-        let rows: Vec<NewConversation> = accepted
+        let rows: Vec<NewConversation> = sorted
             .iter()
             .map(|a| {
                 let refusal =
@@ -68,7 +72,7 @@ impl ConversationHandler {
         let mut jobs = Vec::new();
         let mut player_memberships = Vec::new();
         let mut npc_memberships = Vec::new();
-        for (accepted, row) in accepted.iter().zip(&rows) {
+        for (accepted, row) in sorted.iter().zip(&rows) {
             let conversation = &accepted.conversation;
             if !inserted.contains(&conversation.conversation_id) {
                 tally.duplicate += 1;

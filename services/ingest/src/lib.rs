@@ -26,6 +26,13 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9301";
 pub const CONSUMER_CONVERSATIONS: &str = "ingest";
 pub const CONSUMER_PRIVACY: &str = "ingest-privacy";
 
+/// The `npcmem-ingest` binary: parse flags and environment, run until SIGTERM/SIGINT.
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let config = IngestConfig::parse();
+    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+}
+
 /// Runs ingest until `shutdown` is triggered: stops pulling, finishes the batch in
 /// flight, flushes the outbox, returns.
 pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), ServiceError> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use npcmem_core::validate::{ReasonCode, ValidationError};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
@@ -78,6 +79,8 @@ pub struct ConsumerSettings {
     /// Longest pause after a failed batch: short, so that work resumes within seconds of
     /// a dependency coming back (each retry costs one batch, not the backlog).
     pub max_pause: Duration,
+    /// Batches handled at once (each in its own transaction).
+    pub concurrency: usize,
 }
 
 impl Default for ConsumerSettings {
@@ -87,6 +90,7 @@ impl Default for ConsumerSettings {
             retry: RetryPolicy::default(),
             heartbeat: Duration::from_secs(5),
             max_pause: Duration::from_secs(5),
+            concurrency: 1,
         }
     }
 }
@@ -110,7 +114,12 @@ impl<H: BatchHandler> ConsumerLoop<H> {
     /// Runs until `shutdown` flips to true; the batch in flight is finished first.
     pub async fn run(self, consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) {
         info!(consumer = %self.spec.name, durable = %self.spec.durable, "consumer started");
+        let concurrency = self.settings.concurrency.max(1);
+        // Batches being handled; each commits and acks on its own, so a slow commit does
+        // not hold the next batch back (ordering across batches is not guaranteed).
+        let mut in_flight = FuturesUnordered::new();
         let mut consecutive_batch_failures: u32 = 0;
+        let mut paused_until: Option<tokio::time::Instant> = None;
         'reconnect: loop {
             if *shutdown.borrow() {
                 break;
@@ -118,49 +127,60 @@ impl<H: BatchHandler> ConsumerLoop<H> {
             let Some(messages) = self.open_stream(&consumer, &mut shutdown).await else { break };
             let mut chunks = messages.ready_chunks(self.settings.batch_size);
             loop {
-                let next = tokio::select! {
+                let can_pull = in_flight.len() < concurrency && paused_until.is_none();
+                tokio::select! {
                     biased;
                     _ = shutdown.changed() => break 'reconnect,
-                    next = chunks.next() => next,
-                };
-                let Some(results) = next else {
-                    warn!(consumer = %self.spec.name, "message stream ended, reopening");
-                    continue 'reconnect;
-                };
-                let mut batch = Vec::with_capacity(results.len());
-                for result in results {
-                    match result {
-                        Ok(message) => match message.info() {
-                            Ok(info) => {
-                                let delivered = info.delivered;
-                                let stream_sequence = info.stream_sequence;
-                                batch.push(Delivery { message, delivered, stream_sequence });
-                            }
-                            Err(error) => warn!(%error, "message without jetstream metadata ignored"),
-                        },
-                        // STACK.md: a missed heartbeat after a server restart is not fatal.
-                        Err(error) => warn!(consumer = %self.spec.name, %error, "message stream error"),
+                    Some(batch_ok) = in_flight.next(), if !in_flight.is_empty() => {
+                        if batch_ok {
+                            consecutive_batch_failures = 0;
+                        } else {
+                            consecutive_batch_failures += 1;
+                            let pause = self.settings.retry.delay_after(consecutive_batch_failures)
+                                .min(self.settings.max_pause);
+                            warn!(consumer = %self.spec.name, pause_ms = pause.as_millis() as u64, "batch failed, pausing");
+                            paused_until = Some(tokio::time::Instant::now() + pause);
+                        }
                     }
-                }
-                if batch.is_empty() {
-                    continue;
-                }
-                let batch_ok = self.process_batch(batch).await;
-                if batch_ok {
-                    consecutive_batch_failures = 0;
-                } else {
-                    consecutive_batch_failures += 1;
-                    let pause =
-                        self.settings.retry.delay_after(consecutive_batch_failures).min(self.settings.max_pause);
-                    warn!(consumer = %self.spec.name, pause_ms = pause.as_millis() as u64, "batch failed, pausing");
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = shutdown.changed() => break 'reconnect,
+                    _ = sleep_until_optional(paused_until), if paused_until.is_some() => paused_until = None,
+                    next = chunks.next(), if can_pull => {
+                        let Some(results) = next else {
+                            warn!(consumer = %self.spec.name, "message stream ended, reopening");
+                            continue 'reconnect;
+                        };
+                        let batch = self.collect_batch(results);
+                        if !batch.is_empty() {
+                            in_flight.push(self.process_batch(batch));
+                        }
                     }
                 }
             }
         }
+        // Shutdown: nothing new is pulled, but batches already taken are finished.
+        while in_flight.next().await.is_some() {}
         info!(consumer = %self.spec.name, "consumer stopped");
+    }
+
+    fn collect_batch(
+        &self,
+        results: Vec<Result<jetstream::Message, jetstream::consumer::pull::MessagesError>>,
+    ) -> Vec<Delivery> {
+        let mut batch = Vec::with_capacity(results.len());
+        for result in results {
+            match result {
+                Ok(message) => match message.info() {
+                    Ok(info) => {
+                        let delivered = info.delivered;
+                        let stream_sequence = info.stream_sequence;
+                        batch.push(Delivery { message, delivered, stream_sequence });
+                    }
+                    Err(error) => warn!(%error, "message without jetstream metadata ignored"),
+                },
+                // STACK.md: a missed heartbeat after a server restart is not fatal.
+                Err(error) => warn!(consumer = %self.spec.name, %error, "message stream error"),
+            }
+        }
+        batch
     }
 
     async fn open_stream(
@@ -172,7 +192,7 @@ impl<H: BatchHandler> ConsumerLoop<H> {
         loop {
             let opened = consumer
                 .stream()
-                .max_messages_per_batch(self.settings.batch_size)
+                .max_messages_per_batch(self.settings.batch_size * self.settings.concurrency.max(1))
                 .heartbeat(self.settings.heartbeat)
                 .expires(self.settings.heartbeat * 6)
                 .messages()
@@ -281,5 +301,12 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                 false
             }
         }
+    }
+}
+
+async fn sleep_until_optional(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

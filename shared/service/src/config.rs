@@ -39,6 +39,9 @@ pub struct CommonConfig {
     /// Messages pulled and committed together.
     #[arg(long, env = "NPCMEM_BATCH_SIZE", default_value_t = 64)]
     pub batch_size: usize,
+    /// Batches a consumer handles at once, each in its own transaction.
+    #[arg(long, env = "NPCMEM_CONSUMER_CONCURRENCY", default_value_t = 2)]
+    pub consumer_concurrency: usize,
     #[arg(long, env = "NPCMEM_ACK_WAIT_SECS", default_value_t = 30)]
     pub ack_wait_secs: u64,
     #[arg(long, env = "NPCMEM_MAX_DELIVER", default_value_t = 5)]
@@ -90,6 +93,9 @@ impl CommonConfig {
         if self.batch_size == 0 || self.batch_size > 1000 {
             return Err(crate::ServiceError::Config("NPCMEM_BATCH_SIZE must be 1..=1000".into()));
         }
+        if self.consumer_concurrency == 0 || self.consumer_concurrency > 64 {
+            return Err(crate::ServiceError::Config("NPCMEM_CONSUMER_CONCURRENCY must be 1..=64".into()));
+        }
         if self.max_deliver < 2 {
             return Err(crate::ServiceError::Config("NPCMEM_MAX_DELIVER must be at least 2".into()));
         }
@@ -115,7 +121,12 @@ impl CommonConfig {
     }
 
     pub fn consumer_settings(&self) -> ConsumerSettings {
-        ConsumerSettings { batch_size: self.batch_size, retry: self.retry_policy(), ..ConsumerSettings::default() }
+        ConsumerSettings {
+            batch_size: self.batch_size,
+            retry: self.retry_policy(),
+            concurrency: self.consumer_concurrency,
+            ..ConsumerSettings::default()
+        }
     }
 
     pub fn relay_settings(&self) -> RelaySettings {

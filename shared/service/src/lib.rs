@@ -15,4 +15,4 @@ pub use config::{CommonConfig, LogFormat};
 pub use context::ServiceContext;
 pub use error::ServiceError;
 pub use health::Health;
-pub use shutdown::{Shutdown, wait_for_signal};
+pub use shutdown::{Shutdown, run_main, wait_for_signal};

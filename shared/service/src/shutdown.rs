@@ -53,3 +53,38 @@ pub async fn wait_for_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// The body of every service's `main`: sets up tracing, builds the runtime, triggers
+/// `shutdown` on SIGTERM/SIGINT, runs the service, and turns its result into an exit
+/// code (0 after a graceful shutdown, 1 with the error logged otherwise).
+pub fn run_main<F, Fut>(log_format: crate::LogFormat, service: F) -> std::process::ExitCode
+where
+    F: FnOnce(Shutdown) -> Fut,
+    Fut: std::future::Future<Output = Result<(), crate::ServiceError>>,
+{
+    crate::telemetry::init(log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let shutdown = Shutdown::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            on_signal.trigger();
+        });
+        service(shutdown).await
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "service failed");
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

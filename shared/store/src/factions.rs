@@ -69,7 +69,10 @@ fn newest_per_id(memberships: &[FactionMembership]) -> Vec<&FactionMembership> {
             })
             .or_insert(membership);
     }
-    newest.into_values().collect()
+    // A fixed order keeps concurrent upserts of the same rows deadlock-free.
+    let mut newest: Vec<&FactionMembership> = newest.into_values().collect();
+    newest.sort_unstable_by_key(|membership| membership.id);
+    newest
 }
 
 pub async fn get(connection: &mut PgConnection, side: Side, id: Uuid) -> StoreResult<Option<Vec<String>>> {

@@ -2,7 +2,6 @@
 //! restart or a second replica sees them.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -11,7 +10,7 @@ use crate::error::StoreResult;
 /// The seed's `WorkingMemoryBuffer.MAX_CONVERSATIONS`.
 pub const MAX_CONVERSATIONS_PER_PAIR: i64 = 3;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct NewSummary {
     pub conversation_id: Uuid,
     pub npc_id: Uuid,
@@ -29,35 +28,42 @@ pub struct SummaryRow {
 
 /// Records the summaries, then trims every touched pair back to its newest
 /// `MAX_CONVERSATIONS_PER_PAIR` by `ended_at` (a late, older conversation is dropped).
+/// Concurrent batches stay deadlock-free because pairs are trimmed in a fixed order.
 pub async fn record_batch(connection: &mut PgConnection, summaries: &[NewSummary]) -> StoreResult<()> {
     if summaries.is_empty() {
         return Ok(());
     }
-    let document = serde_json::to_value(summaries).expect("summaries always serialise to JSON");
+    let conversation_ids: Vec<Uuid> = summaries.iter().map(|s| s.conversation_id).collect();
+    let npc_ids: Vec<Uuid> = summaries.iter().map(|s| s.npc_id).collect();
+    let player_ids: Vec<Uuid> = summaries.iter().map(|s| s.player_id).collect();
+    let texts: Vec<&str> = summaries.iter().map(|s| s.summary.as_str()).collect();
+    let ended: Vec<DateTime<Utc>> = summaries.iter().map(|s| s.ended_at).collect();
     sqlx::query(
         "INSERT INTO working_memory (conversation_id, npc_id, player_id, summary, ended_at)
-         SELECT conversation_id, npc_id, player_id, summary, ended_at
-         FROM jsonb_to_recordset($1) AS r(conversation_id uuid, npc_id uuid, player_id uuid,
-             summary text, ended_at timestamptz)
+         SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[])
          ON CONFLICT (conversation_id) DO NOTHING",
     )
-    .bind(&document)
+    .bind(&conversation_ids)
+    .bind(&npc_ids)
+    .bind(&player_ids)
+    .bind(&texts)
+    .bind(&ended)
     .execute(&mut *connection)
     .await?;
     sqlx::query(
-        "DELETE FROM working_memory AS w
-         USING (
-             SELECT conversation_id,
-                    row_number() OVER (PARTITION BY npc_id, player_id
-                                       ORDER BY ended_at DESC, conversation_id DESC) AS rank
-             FROM working_memory
-             WHERE (npc_id, player_id) IN (
-                 SELECT DISTINCT npc_id, player_id
-                 FROM jsonb_to_recordset($1) AS r(npc_id uuid, player_id uuid))
-         ) AS ranked
-         WHERE w.conversation_id = ranked.conversation_id AND ranked.rank > $2",
+        "DELETE FROM working_memory
+         WHERE conversation_id IN (
+             SELECT older.conversation_id
+             FROM (SELECT DISTINCT npc_id, player_id FROM UNNEST($1::uuid[], $2::uuid[]) AS p(npc_id, player_id)
+                   ORDER BY npc_id, player_id) AS pair
+             CROSS JOIN LATERAL (
+                 SELECT conversation_id FROM working_memory AS w
+                 WHERE w.npc_id = pair.npc_id AND w.player_id = pair.player_id
+                 ORDER BY w.ended_at DESC, w.conversation_id DESC
+                 OFFSET $3) AS older)",
     )
-    .bind(&document)
+    .bind(&npc_ids)
+    .bind(&player_ids)
     .bind(MAX_CONVERSATIONS_PER_PAIR)
     .execute(connection)
     .await?;

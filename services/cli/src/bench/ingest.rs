@@ -115,7 +115,9 @@ async fn raw_baseline(
     let mut config = topology.stream_config(StreamKind::Conversations);
     config.name = name.clone();
     config.subjects = vec![subject.clone()];
+    // Limits + discard old: a fast baseline must not stop at the size cap.
     config.retention = stream::RetentionPolicy::Limits;
+    config.discard = stream::DiscardPolicy::Old;
     let _ = js.delete_stream(&name).await;
     js.create_stream(config).await.context("create the scratch stream")?;
     let started = Instant::now();
