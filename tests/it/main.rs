@@ -5,3 +5,4 @@ mod ingest;
 mod ingest_faults;
 mod nats_permissions;
 mod outbox_relay;
+mod service_http;

@@ -38,6 +38,12 @@ pub struct IngestBenchArgs {
     /// Seconds of raw JetStream baseline.
     #[arg(long, default_value_t = 10)]
     baseline_secs: u64,
+    /// Offered load of the paced latency phase (conversations/s), well below capacity.
+    #[arg(long, default_value_t = 1_000)]
+    latency_rate: u64,
+    /// Length of the paced latency phase.
+    #[arg(long, default_value_t = 15)]
+    latency_secs: u64,
     /// pid of npcmem-ingest for RSS (default: found by name).
     #[arg(long)]
     ingest_pid: Option<u32>,
@@ -64,6 +70,7 @@ pub async fn run(common: &CommonConfig, args: IngestBenchArgs) -> anyhow::Result
 
     let baseline = raw_baseline(&js, &topology, &samples, &args).await?;
     let result = drive_ingest(&js, &pool, &topology, &samples, &args, ingest_pid).await?;
+    let paced = paced_latency(&js, &pool, &topology, &samples, &args).await?;
 
     let ratio = result.committed_per_sec / baseline.max(1.0);
     println!();
@@ -72,13 +79,8 @@ pub async fn run(common: &CommonConfig, args: IngestBenchArgs) -> anyhow::Result
         "ingest sustained (committed with job queued, {} s):   {:>9.0} conversations/s  ({:.2}× the raw baseline)",
         args.duration_secs, result.committed_per_sec, ratio
     );
-    println!(
-        "publish → ledger commit latency: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} samples)",
-        result.latency.value_at_quantile(0.5) as f64 / 1000.0,
-        result.latency.value_at_quantile(0.99) as f64 / 1000.0,
-        result.latency.max() as f64 / 1000.0,
-        result.latency.len()
-    );
+    print_latency(&format!("publish → ledger insert at saturation (queue ≤ {} deep)", args.backlog), &result.latency);
+    print_latency(&format!("publish → ledger insert at {} conversations/s", args.latency_rate), &paced);
     if let Some((current, peak)) = result.rss_kib {
         println!(
             "npcmem-ingest RSS: peak during run {:.1} MB, at end {:.1} MB",
@@ -225,20 +227,7 @@ async fn drive_ingest(
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let mut latency = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
-    let ids: Vec<Uuid> = latency_samples.iter().map(|(id, _)| *id).collect();
-    let received: Vec<(Uuid, DateTime<Utc>)> =
-        sqlx::query_as("SELECT conversation_id, received_at FROM conversations WHERE conversation_id = ANY($1)")
-            .bind(&ids)
-            .fetch_all(pool)
-            .await?;
-    let received: std::collections::HashMap<Uuid, DateTime<Utc>> = received.into_iter().collect();
-    for (id, published_at) in &latency_samples {
-        if let Some(received_at) = received.get(id) {
-            let micros = (*received_at - *published_at).num_microseconds().unwrap_or(0).max(1) as u64;
-            latency.record(micros.min(600_000_000))?;
-        }
-    }
+    let latency = commit_latencies(pool, &latency_samples).await?;
     let rss_kib = ingest_pid.and_then(rss::rss_kib).map(|(current, peak)| (current, peak.max(peak_rss)));
     println!(
         "published {} conversations in {:.1} s, {} committed with jobs",
@@ -247,4 +236,75 @@ async fn drive_ingest(
         jobs_in_stream(js, topology).await?.saturating_sub(jobs_before)
     );
     Ok(IngestRun { committed_per_sec, latency, rss_kib })
+}
+
+fn print_latency(label: &str, histogram: &Histogram<u64>) {
+    println!(
+        "{label}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} samples)",
+        histogram.value_at_quantile(0.5) as f64 / 1000.0,
+        histogram.value_at_quantile(0.99) as f64 / 1000.0,
+        histogram.max() as f64 / 1000.0,
+        histogram.len()
+    );
+}
+
+/// Publish-to-insert latency of sampled conversations: the ledger's `received_at` (set by
+/// Postgres in the inserting transaction) minus the local publish time, same machine.
+async fn commit_latencies(pool: &sqlx::PgPool, samples: &[(Uuid, DateTime<Utc>)]) -> anyhow::Result<Histogram<u64>> {
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
+    let ids: Vec<Uuid> = samples.iter().map(|(id, _)| *id).collect();
+    let received: Vec<(Uuid, DateTime<Utc>)> =
+        sqlx::query_as("SELECT conversation_id, received_at FROM conversations WHERE conversation_id = ANY($1)")
+            .bind(&ids)
+            .fetch_all(pool)
+            .await?;
+    let received: std::collections::HashMap<Uuid, DateTime<Utc>> = received.into_iter().collect();
+    for (id, published_at) in samples {
+        if let Some(received_at) = received.get(id) {
+            let micros = (*received_at - *published_at).num_microseconds().unwrap_or(0).max(1) as u64;
+            latency.record(micros.min(600_000_000))?;
+        }
+    }
+    Ok(latency)
+}
+
+/// Latency below saturation: publishes at a fixed rate, one at a time with its PubAck
+/// awaited in the background, and measures every conversation.
+async fn paced_latency(
+    js: &jetstream::Context,
+    pool: &sqlx::PgPool,
+    topology: &Topology,
+    samples: &[sample::SampleConversation],
+    args: &IngestBenchArgs,
+) -> anyhow::Result<Histogram<u64>> {
+    let subject = topology.conversation_ended();
+    let jobs_before = jobs_in_stream(js, topology).await?;
+    let total = args.latency_rate * args.latency_secs;
+    let interval = Duration::from_secs_f64(1.0 / args.latency_rate.max(1) as f64);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut published: Vec<(Uuid, DateTime<Utc>)> = Vec::with_capacity(total as usize);
+    let mut outstanding = std::collections::VecDeque::new();
+    for n in 0..total {
+        ticker.tick().await;
+        let template = &samples[n as usize % samples.len()];
+        let conversation_id = Uuid::new_v4();
+        let payload = String::from_utf8_lossy(&template.payload)
+            .replace(&template.conversation_id.to_string(), &conversation_id.to_string());
+        let message =
+            PublishMessage::build().payload(payload.into_bytes().into()).message_id(conversation_id.to_string());
+        published.push((conversation_id, Utc::now()));
+        outstanding.push_back(js.send_publish(subject.clone(), message).await?);
+        if outstanding.len() >= args.window {
+            outstanding.pop_front().expect("window is non-empty").await?;
+        }
+    }
+    for ack in outstanding {
+        ack.await?;
+    }
+    let drain_deadline = Instant::now() + Duration::from_secs(60);
+    while jobs_in_stream(js, topology).await?.saturating_sub(jobs_before) < total && Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    commit_latencies(pool, &published).await
 }
