@@ -173,8 +173,18 @@ impl TestEnv {
 
     /// Publishes to JetStream with an optional `Nats-Msg-Id`, waiting for the PubAck.
     pub async fn publish(&self, subject: &str, payload: Vec<u8>, msg_id: Option<&str>) {
+        self.publish_with_headers(subject, payload, msg_id, None).await;
+    }
+
+    pub async fn publish_with_headers(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        msg_id: Option<&str>,
+        headers: Option<async_nats::HeaderMap>,
+    ) {
         let message_id = msg_id.map(str::to_string).unwrap_or_else(|| Uuid::new_v4().to_string());
-        npcmem_bus::publish::publish_with_id(&self.js, subject, &message_id, None, payload.into())
+        npcmem_bus::publish::publish_with_id(&self.js, subject, &message_id, headers, payload.into())
             .await
             .expect("publish to the test stream");
     }

@@ -33,8 +33,16 @@ async fn valid_conversation_is_recorded_redacted_and_queued_once() {
             "We do not take that here.",
         ],
     );
-    env.publish(&env.subject("conversation.ended"), fixtures::bytes(&document), Some(&conversation_id.to_string()))
-        .await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("traceparent", traceparent);
+    env.publish_with_headers(
+        &env.subject("conversation.ended"),
+        fixtures::bytes(&document),
+        Some(&conversation_id.to_string()),
+        Some(headers),
+    )
+    .await;
 
     wait_until(WAIT, "one job.extract in the stream", || async { jobs(&env).await.len() == 1 }).await;
     let mut connection = env.pool.acquire().await.unwrap();
@@ -61,6 +69,7 @@ async fn valid_conversation_is_recorded_redacted_and_queued_once() {
     let jobs = jobs(&env).await;
     assert_eq!(jobs[0].subject.as_str(), env.subject("job.extract"));
     assert_eq!(header(&jobs[0], "Nats-Msg-Id"), Some(conversation_id.to_string().as_str()));
+    assert_eq!(header(&jobs[0], "traceparent"), Some(traceparent), "trace context travels with the job");
     let job: serde_json::Value = serde_json::from_slice(&jobs[0].payload).unwrap();
     assert_eq!(job, json!({"schema_version": 1, "conversation_id": conversation_id}));
     assert_eq!(env.count("SELECT count(*) FROM outbox").await, 0, "the relay drained the outbox");

@@ -20,6 +20,8 @@ use uuid::Uuid;
 use crate::config::IngestConfig;
 use crate::metrics::IngestMetrics;
 
+const TRACEPARENT: &str = "traceparent";
+
 pub struct ConversationHandler {
     pool: PgPool,
     topology: Topology,
@@ -32,6 +34,8 @@ pub struct ConversationHandler {
 struct Accepted {
     conversation: ConversationEnded,
     redactions: RedactionReport,
+    /// W3C trace context of the inbound message, passed on to the job (DESIGN §6).
+    traceparent: Option<String>,
 }
 
 /// How many of a batch's conversations ended up where, for metrics.
@@ -90,7 +94,7 @@ impl ConversationHandler {
                 summary: summarize_conversation(conversation, self.summary_max_chars),
                 ended_at: conversation.ended_at,
             });
-            jobs.push(extract_job(&self.topology, conversation.conversation_id));
+            jobs.push(extract_job(&self.topology, conversation.conversation_id, accepted.traceparent.as_deref()));
             player_memberships.push(FactionMembership {
                 id: conversation.player_id,
                 factions: conversation.player.factions.clone(),
@@ -144,7 +148,11 @@ impl BatchHandler for ConversationHandler {
                 Ok(mut conversation) => {
                     let slot = *slot_of_conversation.entry(conversation.conversation_id).or_insert_with(|| {
                         let redactions = redactor.redact_conversation(&mut conversation);
-                        accepted.push(Accepted { conversation, redactions });
+                        let traceparent = delivery
+                            .headers()
+                            .and_then(|headers| headers.get(TRACEPARENT))
+                            .map(|value| value.as_str().to_string());
+                        accepted.push(Accepted { conversation, redactions, traceparent });
                         accepted.len() - 1
                     });
                     slot_of_delivery.push(Some(slot));
@@ -234,12 +242,16 @@ fn ledger_row(accepted: &Accepted, refusal: Option<Refusal>) -> NewConversation 
 }
 
 /// `job.extract` with `Nats-Msg-Id` = conversation_id (DESIGN §3).
-fn extract_job(topology: &Topology, conversation_id: Uuid) -> OutboxMessage {
+fn extract_job(topology: &Topology, conversation_id: Uuid, traceparent: Option<&str>) -> OutboxMessage {
     let job = ExtractJob { schema_version: SCHEMA_VERSION, conversation_id };
+    let mut headers = std::collections::BTreeMap::new();
+    if let Some(traceparent) = traceparent {
+        headers.insert(TRACEPARENT.to_string(), traceparent.to_string());
+    }
     OutboxMessage {
         subject: topology.job_extract(),
         msg_id: Some(conversation_id.to_string()),
         payload: serde_json::to_vec(&job).expect("jobs always serialise"),
-        headers: Default::default(),
+        headers,
     }
 }
