@@ -98,6 +98,8 @@ async fn postgres_outage_mid_burst_is_retried_without_loss() {
     })
     .await;
     proxy.set_down(true);
+    // A bad input arriving during the outage keeps its own reason, not max_deliveries.
+    env.publish(&env.subject("conversation.ended"), b"{truncated".to_vec(), None).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     proxy.set_down(false);
     wait_until(Duration::from_secs(120), "the whole burst committed after the outage", || async {
@@ -113,6 +115,9 @@ async fn postgres_outage_mid_burst_is_retried_without_loss() {
         .unwrap();
     assert_eq!(recorded, 1_000);
     assert_eq!(env.stream_messages(StreamKind::Jobs).await.len(), 1_000);
-    assert!(env.stream_messages(StreamKind::Dlq).await.is_empty(), "nothing dead-lettered");
+    let letters = env.stream_messages(StreamKind::Dlq).await;
+    assert_eq!(letters.len(), 1, "only the bad input is dead-lettered");
+    assert_eq!(letters[0].headers.get("Npcmem-Dlq-Reason").map(|v| v.as_str()), Some("invalid_json"));
+    assert_eq!(letters[0].payload.as_ref(), b"{truncated");
     env.cleanup().await;
 }

@@ -14,6 +14,21 @@ async fn health_readiness_and_metrics_report_what_ingest_did() {
         matches!(http_get(port, "/readyz").await, Some((200, _)))
     })
     .await;
+    // The server allows a few deliveries beyond the loop's own limit of 5 (a crash on the
+    // last attempt must still end in the DLQ, not strand the message).
+    let stream = env.js.get_stream(env.topology.stream_name(npcmem_bus::StreamKind::Conversations)).await.unwrap();
+    let mut consumer = stream
+        .get_consumer::<async_nats::jetstream::consumer::pull::Config>(&format!(
+            "{}_ingest",
+            env.topology.stream_prefix()
+        ))
+        .await
+        .unwrap();
+    let config = consumer.info().await.unwrap().config.clone();
+    assert_eq!(config.max_deliver, 5 + npcmem_bus::topology::DELIVERY_HEADROOM);
+    assert_eq!(config.ack_wait, Duration::from_secs(5), "ack_wait set explicitly from config");
+    assert_eq!(config.max_ack_pending, 1_000);
+
     let (status, health) = http_get(port, "/healthz").await.expect("healthz answers");
     assert_eq!(status, 200);
     let health: serde_json::Value = serde_json::from_str(&health).expect("healthz is JSON");

@@ -135,7 +135,7 @@ impl ConversationHandler {
 }
 
 impl BatchHandler for ConversationHandler {
-    async fn handle(&self, batch: &[Delivery]) -> Result<Vec<Disposition>, String> {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
         let redactor = PiiRedactor::shared();
         let mut dispositions: Vec<Disposition> = Vec::with_capacity(batch.len());
         // Index into `accepted` for each delivery that decoded; a conversation delivered
@@ -166,7 +166,7 @@ impl BatchHandler for ConversationHandler {
             }
         }
         if accepted.is_empty() {
-            return Ok(dispositions);
+            return dispositions;
         }
         match self.commit(&accepted).await {
             Ok(tally) => {
@@ -177,9 +177,19 @@ impl BatchHandler for ConversationHandler {
                     "batch committed"
                 );
                 self.record(&tally, &accepted);
-                Ok(dispositions)
+                dispositions
             }
-            Err(error) if error.is_transient() => Err(error.to_string()),
+            Err(error) if error.is_transient() => {
+                // Only the decoded ones are retried; bad inputs keep their own reason.
+                warn!(%error, size = accepted.len(), "batch commit failed, will retry");
+                let reason = error.to_string();
+                for (disposition, slot) in dispositions.iter_mut().zip(&slot_of_delivery) {
+                    if slot.is_some() {
+                        *disposition = Disposition::Retry(reason.clone());
+                    }
+                }
+                dispositions
+            }
             Err(error) => {
                 // A row the database refuses (a permanent error) must not hold back the
                 // rest: write each conversation alone and reject only the ones that fail.
@@ -208,7 +218,7 @@ impl BatchHandler for ConversationHandler {
                         *disposition = failure.clone();
                     }
                 }
-                Ok(dispositions)
+                dispositions
             }
         }
     }

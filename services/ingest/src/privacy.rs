@@ -32,7 +32,7 @@ impl PrivacyHandler {
 }
 
 impl BatchHandler for PrivacyHandler {
-    async fn handle(&self, batch: &[Delivery]) -> Result<Vec<Disposition>, String> {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
         let mut dispositions = Vec::with_capacity(batch.len());
         let mut updates = Vec::with_capacity(batch.len());
         for delivery in batch {
@@ -44,7 +44,12 @@ impl BatchHandler for PrivacyHandler {
                 Err(error) => dispositions.push(error.into()),
             }
         }
-        self.apply(&updates).await.map_err(|error| error.to_string())?;
-        Ok(dispositions)
+        if let Err(error) = self.apply(&updates).await {
+            let reason = error.to_string();
+            for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
+                *disposition = Disposition::Retry(reason.clone());
+            }
+        }
+        dispositions
     }
 }

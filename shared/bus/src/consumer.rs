@@ -52,7 +52,7 @@ pub enum Disposition {
     /// Permanently bad: dead-letter with this reason, then ack.
     Reject(DeadLetterCause),
     /// Failed for a reason that may pass: nak with a delay; dead-lettered as
-    /// `max_deliveries` once the consumer's last allowed delivery fails too.
+    /// `max_deliveries` once delivery `max_deliver` (or a later one) fails too.
     Retry(String),
 }
 
@@ -62,12 +62,13 @@ impl From<ValidationError> for Disposition {
     }
 }
 
-/// A service's batch logic. `handle` returns one disposition per delivery, in order, or
-/// `Err` when the whole batch failed transiently (the database is down): then every
-/// message is naked and the loop pauses before pulling again, so an outage does not burn
-/// the delivery attempts of the whole backlog.
+/// A service's batch logic: one disposition per delivery, in order. Inputs that are bad
+/// stay `Reject` even when the commit of the good ones failed, so an outage never turns
+/// a bad message's reason into `max_deliveries`. A batch with retries and nothing done
+/// counts as failed: the loop pauses before pulling again, so an outage does not burn the
+/// delivery attempts of the whole backlog.
 pub trait BatchHandler: Send + Sync + 'static {
-    fn handle(&self, batch: &[Delivery]) -> impl Future<Output = Result<Vec<Disposition>, String>> + Send;
+    fn handle(&self, batch: &[Delivery]) -> impl Future<Output = Vec<Disposition>> + Send;
 }
 
 #[derive(Debug, Clone)]
@@ -216,17 +217,12 @@ impl<H: BatchHandler> ConsumerLoop<H> {
     async fn process_batch(&self, batch: Vec<Delivery>) -> bool {
         let started = Instant::now();
         let consumer = self.spec.name.as_str();
-        let dispositions = match self.handler.handle(&batch).await {
-            Ok(dispositions) => {
-                debug_assert_eq!(dispositions.len(), batch.len(), "one disposition per delivery");
-                dispositions
-            }
-            Err(reason) => {
-                warn!(consumer, size = batch.len(), %reason, "batch failed transiently");
-                vec![Disposition::Retry(reason); batch.len()]
-            }
-        };
-        let whole_batch_failed = dispositions.iter().all(|d| matches!(d, Disposition::Retry(_)));
+        let mut dispositions = self.handler.handle(&batch).await;
+        debug_assert_eq!(dispositions.len(), batch.len(), "one disposition per delivery");
+        // A handler breaking that contract must not lose messages: retry what it left out.
+        dispositions.resize(batch.len(), Disposition::Retry("handler returned no disposition".into()));
+        let batch_failed = dispositions.iter().any(|d| matches!(d, Disposition::Retry(_)))
+            && !dispositions.iter().any(|d| matches!(d, Disposition::Done));
         let (mut acked, mut retried, mut dead_lettered) = (0u64, 0u64, 0u64);
         let mut acks = Vec::with_capacity(batch.len());
         for (delivery, disposition) in batch.iter().zip(dispositions) {
@@ -274,7 +270,7 @@ impl<H: BatchHandler> ConsumerLoop<H> {
         self.metrics.record_outcome(consumer, "retried", retried);
         self.metrics.record_outcome(consumer, "dead_lettered", dead_lettered);
         self.metrics.observe_batch(consumer, started.elapsed());
-        !whole_batch_failed
+        !batch_failed
     }
 
     async fn dead_letter(&self, delivery: &Delivery, cause: &DeadLetterCause) -> bool {

@@ -10,6 +10,8 @@ use crate::error::BusError;
 /// JetStream reserves `max_bytes` up front against the server's storage limit, so the
 /// defaults stay modest (6 GiB over six streams); large worlds raise them.
 const GIB: i64 = 1024 * 1024 * 1024;
+/// Deliveries the server allows beyond the consumer loop's own limit.
+pub const DELIVERY_HEADROOM: i64 = 3;
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The six streams of DESIGN §3.
@@ -248,7 +250,10 @@ impl Topology {
             ack_policy: consumer::AckPolicy::Explicit,
             deliver_policy: consumer::DeliverPolicy::All,
             ack_wait: spec.ack_wait,
-            max_deliver: spec.max_deliver,
+            // The loop dead-letters on delivery `max_deliver`; the server allows a few more so
+            // that a last attempt lost to a crash or an ack timeout is redelivered (and then
+            // dead-lettered) instead of being stranded in a work-queue stream.
+            max_deliver: spec.max_deliver + DELIVERY_HEADROOM,
             max_ack_pending: spec.max_ack_pending,
             ..Default::default()
         };
