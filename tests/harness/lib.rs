@@ -44,10 +44,9 @@ async fn sweep_stale_test_streams(js: &jetstream::Context) {
     let mut stale = Vec::new();
     while let Some(Ok(info)) = streams.next().await {
         let name = &info.config.name;
-        let looks_like_test = name.len() > 14
-            && name.starts_with('T')
-            && name[1..13].chars().all(|c| c.is_ascii_hexdigit())
-            && name.as_bytes()[13] == b'_';
+        let bytes = name.as_bytes();
+        let looks_like_test =
+            bytes.len() > 14 && bytes[0] == b'T' && bytes[1..13].iter().all(u8::is_ascii_hexdigit) && bytes[13] == b'_';
         let age = now - info.created;
         if looks_like_test && age.to_std().is_ok_and(|age| age > STALE_TEST_STREAM_AGE) {
             stale.push(name.clone());

@@ -14,8 +14,8 @@ async fn health_readiness_and_metrics_report_what_ingest_did() {
         matches!(http_get(port, "/readyz").await, Some((200, _)))
     })
     .await;
-    // The server allows a few deliveries beyond the loop's own limit of 5 (a crash on the
-    // last attempt must still end in the DLQ, not strand the message).
+    // The server never stops redelivering; the loop dead-letters from delivery 5 on (a
+    // crash on the last attempt must still end in the DLQ, not strand the message).
     let stream = env.js.get_stream(env.topology.stream_name(npcmem_bus::StreamKind::Conversations)).await.unwrap();
     let mut consumer = stream
         .get_consumer::<async_nats::jetstream::consumer::pull::Config>(&format!(
@@ -25,7 +25,7 @@ async fn health_readiness_and_metrics_report_what_ingest_did() {
         .await
         .unwrap();
     let config = consumer.info().await.unwrap().config.clone();
-    assert_eq!(config.max_deliver, 5 + npcmem_bus::topology::DELIVERY_HEADROOM);
+    assert_eq!(config.max_deliver, npcmem_bus::topology::UNLIMITED_DELIVERIES);
     assert_eq!(config.ack_wait, Duration::from_secs(5), "ack_wait set explicitly from config");
     assert_eq!(config.max_ack_pending, 1_000);
 

@@ -13,7 +13,7 @@ use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::privacy::{self, Refusal};
 use npcmem_store::working_memory::{self, NewSummary};
-use npcmem_store::{PgPool, StoreError};
+use npcmem_store::{PgPool, StoreError, locks};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
@@ -59,6 +59,12 @@ impl ConversationHandler {
         let mut sorted: Vec<&Accepted> = accepted.iter().collect();
         sorted.sort_unstable_by_key(|a| a.conversation.conversation_id);
         let player_ids: Vec<Uuid> = sorted.iter().map(|a| a.conversation.player_id).collect();
+        let pairs: Vec<(Uuid, Uuid)> =
+            sorted.iter().map(|a| (a.conversation.npc_id, a.conversation.player_id)).collect();
+        // Players first (shared, against forget-player), then pairs (exclusive, so two
+        // batches never trim one pair's working memory at once); both in key order.
+        locks::lock_players_shared(&mut transaction, &player_ids).await?;
+        locks::lock_pairs(&mut transaction, &pairs).await?;
         let privacy = privacy::statuses(&mut transaction, &player_ids).await?;
 
         let rows: Vec<NewConversation> = sorted
@@ -71,6 +77,9 @@ impl ConversationHandler {
             .collect();
         let inserted: HashSet<Uuid> = conversations::insert_batch(&mut transaction, &rows).await?.into_iter().collect();
 
+        // A game clock running ahead must not make a conversation "newest" for good: the
+        // ordering timestamps are capped at now (the ledger keeps what the game sent).
+        let now = chrono::Utc::now();
         let mut tally = Tally::default();
         let mut summaries = Vec::new();
         let mut jobs = Vec::new();
@@ -92,18 +101,18 @@ impl ConversationHandler {
                 npc_id: conversation.npc_id,
                 player_id: conversation.player_id,
                 summary: summarize_conversation(conversation, self.summary_max_chars),
-                ended_at: conversation.ended_at,
+                ended_at: conversation.ended_at.min(now),
             });
             jobs.push(extract_job(&self.topology, conversation.conversation_id, accepted.traceparent.as_deref()));
             player_memberships.push(FactionMembership {
                 id: conversation.player_id,
                 factions: conversation.player.factions.clone(),
-                as_of: conversation.ended_at,
+                as_of: conversation.ended_at.min(now),
             });
             npc_memberships.push(FactionMembership {
                 id: conversation.npc_id,
                 factions: conversation.npc.factions.clone(),
-                as_of: conversation.ended_at,
+                as_of: conversation.ended_at.min(now),
             });
         }
         working_memory::record_batch(&mut transaction, &summaries).await?;

@@ -91,8 +91,9 @@ pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), Service
     );
     context.health.set_ready(false);
     relay_shutdown.trigger();
+    // The sampler only reads; it may be stuck on a NATS request timeout, so stop it.
+    sampler_task.abort();
     let _ = relay_task.await;
-    let _ = sampler_task.await;
     let _ = http_task.await;
     context.nats.flush().await.ok();
     info!("ingest stopped");

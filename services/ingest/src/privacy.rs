@@ -16,12 +16,20 @@ impl PrivacyHandler {
         Self { pool, max_payload_bytes }
     }
 
-    async fn apply(&self, updates: &[PlayerPrivacy]) -> Result<(), StoreError> {
+    async fn apply(&self, updates: &mut [PlayerPrivacy]) -> Result<(), StoreError> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        // Player order keeps concurrent batches deadlock-free; for one player the newest
+        // `at` wins whatever the arrival order. A future `at` is capped at now, so a bad
+        // clock cannot make one choice stick forever (an opt-out still applies).
+        let now = chrono::Utc::now();
+        updates.sort_unstable_by_key(|update| (update.player_id, update.at));
         let mut transaction = self.pool.begin().await?;
-        // In order: for one player, the newest `at` wins whatever the arrival order.
-        for update in updates {
+        for update in updates.iter() {
+            let at = update.at.min(now);
             let applied =
-                privacy::set_allow_memory(&mut transaction, update.player_id, update.allow_memory, update.at).await?;
+                privacy::set_allow_memory(&mut transaction, update.player_id, update.allow_memory, at).await?;
             if applied {
                 info!(player_id = %update.player_id, allow_memory = update.allow_memory, "player privacy updated");
             }
@@ -44,7 +52,7 @@ impl BatchHandler for PrivacyHandler {
                 Err(error) => dispositions.push(error.into()),
             }
         }
-        if let Err(error) = self.apply(&updates).await {
+        if let Err(error) = self.apply(&mut updates).await {
             let reason = error.to_string();
             for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
                 *disposition = Disposition::Retry(reason.clone());

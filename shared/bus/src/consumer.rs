@@ -113,7 +113,7 @@ impl<H: BatchHandler> ConsumerLoop<H> {
     }
 
     /// Runs until `shutdown` flips to true; the batch in flight is finished first.
-    pub async fn run(self, consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(self, mut consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) {
         info!(consumer = %self.spec.name, durable = %self.spec.durable, "consumer started");
         let concurrency = self.settings.concurrency.max(1);
         // Batches being handled; each commits and acks on its own, so a slow commit does
@@ -121,6 +121,7 @@ impl<H: BatchHandler> ConsumerLoop<H> {
         let mut in_flight = FuturesUnordered::new();
         let mut consecutive_batch_failures: u32 = 0;
         let mut paused_until: Option<tokio::time::Instant> = None;
+        let mut reopen_attempts: u32 = 0;
         'reconnect: loop {
             if *shutdown.borrow() {
                 break;
@@ -146,9 +147,23 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                     _ = sleep_until_optional(paused_until), if paused_until.is_some() => paused_until = None,
                     next = chunks.next(), if can_pull => {
                         let Some(results) = next else {
+                            // The durable may have been deleted (an operator, a recreated
+                            // stream): finish what is in flight, wait, and set it up again.
                             warn!(consumer = %self.spec.name, "message stream ended, reopening");
+                            while in_flight.next().await.is_some() {}
+                            reopen_attempts += 1;
+                            let delay = self.settings.retry.delay_after(reopen_attempts).min(self.settings.max_pause);
+                            tokio::select! {
+                                _ = tokio::time::sleep(delay) => {}
+                                _ = shutdown.changed() => break 'reconnect,
+                            }
+                            match self.prepare().await {
+                                Ok(recreated) => consumer = recreated,
+                                Err(error) => warn!(consumer = %self.spec.name, %error, "consumer set-up failed, retrying"),
+                            }
                             continue 'reconnect;
                         };
+                        reopen_attempts = 0;
                         let batch = self.collect_batch(results);
                         if !batch.is_empty() {
                             in_flight.push(self.process_batch(batch));
@@ -225,38 +240,52 @@ impl<H: BatchHandler> ConsumerLoop<H> {
             && !dispositions.iter().any(|d| matches!(d, Disposition::Done));
         let (mut acked, mut retried, mut dead_lettered) = (0u64, 0u64, 0u64);
         let mut acks = Vec::with_capacity(batch.len());
+        let mut naks = Vec::new();
+        let mut to_dead_letter = Vec::new();
         for (delivery, disposition) in batch.iter().zip(dispositions) {
-            let cause = match disposition {
+            match disposition {
                 Disposition::Done => {
                     acked += 1;
                     acks.push(delivery);
-                    continue;
                 }
-                Disposition::Reject(cause) => cause,
+                Disposition::Reject(cause) => to_dead_letter.push((delivery, cause)),
                 Disposition::Retry(reason) if delivery.delivered < self.spec.max_deliver => {
                     retried += 1;
-                    let delay = self.settings.retry.delay_after(delivery.delivered.max(1) as u32);
                     debug!(consumer, seq = delivery.stream_sequence, %reason, "retrying later");
-                    if let Err(error) = delivery.message.ack_with(AckKind::Nak(Some(delay))).await {
-                        warn!(consumer, %error, "nak failed; ack_wait will redeliver");
-                    }
-                    continue;
+                    naks.push(delivery);
                 }
-                Disposition::Retry(reason) => DeadLetterCause {
-                    code: ReasonCode::MaxDeliveries,
-                    message: format!("gave up after {} deliveries: {reason}", delivery.delivered),
-                },
-            };
-            if self.dead_letter(delivery, &cause).await {
+                Disposition::Retry(reason) => to_dead_letter.push((
+                    delivery,
+                    DeadLetterCause {
+                        code: ReasonCode::MaxDeliveries,
+                        message: format!("gave up after {} deliveries: {reason}", delivery.delivered),
+                    },
+                )),
+            }
+        }
+        // All dead letters go out together and their PubAcks are awaited together, so a
+        // slow NATS costs one timeout per batch, not one per rejected message.
+        let outcomes =
+            futures::future::join_all(to_dead_letter.iter().map(|(delivery, cause)| self.dead_letter(delivery, cause)))
+                .await;
+        for ((delivery, _), stored) in to_dead_letter.iter().zip(outcomes) {
+            if stored {
                 dead_lettered += 1;
                 acks.push(delivery);
             } else {
                 // Never ack what could not be dead-lettered: it stays in its stream.
                 retried += 1;
-                let delay = self.settings.retry.delay_after(delivery.delivered.max(1) as u32);
-                if let Err(error) = delivery.message.ack_with(AckKind::Nak(Some(delay))).await {
-                    warn!(consumer, %error, "nak failed; ack_wait will redeliver");
-                }
+                naks.push(delivery);
+            }
+        }
+        let nak_results = futures::future::join_all(naks.iter().map(|delivery| {
+            let delay = self.settings.retry.delay_after(delivery.delivered.max(1) as u32);
+            delivery.message.ack_with(AckKind::Nak(Some(delay)))
+        }))
+        .await;
+        for result in nak_results {
+            if let Err(error) = result {
+                warn!(consumer, %error, "nak failed; ack_wait will redeliver");
             }
         }
         let ack_results = futures::future::join_all(acks.iter().map(|d| d.message.ack())).await;

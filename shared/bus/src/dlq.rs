@@ -14,10 +14,15 @@ pub const HEADER_SUBJECT: &str = "Npcmem-Dlq-Subject";
 pub const HEADER_DELIVERIES: &str = "Npcmem-Dlq-Deliveries";
 pub const HEADER_AT: &str = "Npcmem-Dlq-At";
 pub const HEADER_TRUNCATED: &str = "Npcmem-Dlq-Truncated";
+/// Present when some original headers were left out to keep the letter publishable.
+pub const HEADER_HEADERS_TRUNCATED: &str = "Npcmem-Dlq-Headers-Truncated";
 pub const ORIGINAL_HEADER_PREFIX: &str = "Npcmem-Orig-";
 
-/// Room left for headers under the stream's max message size.
+/// Room left for headers under the stream's max message size: our own (< 2 KiB) plus
+/// the copied originals, which are capped at `ORIGINAL_HEADERS_MAX_BYTES`.
 const HEADER_ALLOWANCE: usize = 16 * 1024;
+const ORIGINAL_HEADERS_MAX_BYTES: usize = 8 * 1024;
+const MAX_HEADER_NAME_BYTES: usize = 256;
 const MAX_HEADER_VALUE_CHARS: usize = 1_000;
 
 /// What went wrong with one input, as the dead letter reports it.
@@ -48,26 +53,40 @@ pub struct DeadLetterInput<'a> {
 }
 
 pub fn build(input: DeadLetterInput<'_>) -> DeadLetter {
-    let mut body = PiiRedactor::shared().redact_bytes(input.payload);
-    let body_limit = input.max_message_bytes.saturating_sub(HEADER_ALLOWANCE);
     let mut headers = HeaderMap::new();
-    if body.len() > body_limit {
-        headers.insert(HEADER_TRUNCATED, body.len().to_string().as_str());
-        body.truncate(body_limit);
-    }
     headers.insert(HEADER_REASON, input.cause.code.as_str());
     headers.insert(HEADER_MESSAGE, header_safe(&input.cause.message).as_str());
     headers.insert(HEADER_CONSUMER, input.consumer);
     headers.insert(HEADER_SUBJECT, input.original_subject);
     headers.insert(HEADER_DELIVERIES, input.deliveries.to_string().as_str());
     headers.insert(HEADER_AT, Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true).as_str());
+    // Original headers come from the sender: copy them only up to a budget, so a letter
+    // always fits under the message size limit and can always be published.
+    let mut original_header_bytes = 0usize;
+    let mut headers_cut = false;
     if let Some(original) = input.original_headers {
         for (name, values) in original.iter() {
-            let prefixed = format!("{ORIGINAL_HEADER_PREFIX}{name}");
+            let name = name.to_string();
             for value in values {
-                headers.append(prefixed.as_str(), header_safe(value.as_str()).as_str());
+                let value = header_safe(value.as_str());
+                let cost = ORIGINAL_HEADER_PREFIX.len() + name.len() + value.len() + 4;
+                if name.len() > MAX_HEADER_NAME_BYTES || original_header_bytes + cost > ORIGINAL_HEADERS_MAX_BYTES {
+                    headers_cut = true;
+                    continue;
+                }
+                original_header_bytes += cost;
+                headers.append(format!("{ORIGINAL_HEADER_PREFIX}{name}").as_str(), value.as_str());
             }
         }
+    }
+    if headers_cut {
+        headers.insert(HEADER_HEADERS_TRUNCATED, "true");
+    }
+    let mut body = PiiRedactor::shared().redact_bytes(input.payload);
+    let body_limit = input.max_message_bytes.saturating_sub(HEADER_ALLOWANCE);
+    if body.len() > body_limit {
+        headers.insert(HEADER_TRUNCATED, body.len().to_string().as_str());
+        body.truncate(body_limit);
     }
     DeadLetter { headers, body: Bytes::from(body), msg_id: format!("dlq-{}-{}", input.consumer, input.stream_sequence) }
 }
@@ -110,6 +129,33 @@ mod tests {
         assert_eq!(letter.headers.get(HEADER_MESSAGE).map(|v| v.as_str()), Some("bad  json at line 1"));
         assert_eq!(letter.headers.get("Npcmem-Orig-Nats-Msg-Id").map(|v| v.as_str()), Some("abc"));
         assert_eq!(letter.msg_id, "dlq-ingest-42");
+    }
+
+    #[test]
+    fn huge_original_headers_are_capped_so_the_letter_fits() {
+        let mut original = HeaderMap::new();
+        for i in 0..200 {
+            original.insert(format!("X-Junk-{i}").as_str(), "v".repeat(200).as_str());
+        }
+        let cause = cause();
+        let letter = build(DeadLetterInput {
+            consumer: "ingest",
+            original_subject: "s",
+            original_headers: Some(&original),
+            payload: &vec![b'a'; 1024 * 1024],
+            deliveries: 1,
+            stream_sequence: 7,
+            cause: &cause,
+            max_message_bytes: 1024 * 1024,
+        });
+        let header_bytes: usize = letter
+            .headers
+            .iter()
+            .map(|(name, values)| values.iter().map(|v| name.to_string().len() + v.as_str().len() + 4).sum::<usize>())
+            .sum();
+        assert!(header_bytes < HEADER_ALLOWANCE, "{header_bytes}");
+        assert!(letter.body.len() + header_bytes < 1024 * 1024);
+        assert_eq!(letter.headers.get(HEADER_HEADERS_TRUNCATED).map(|v| v.as_str()), Some("true"));
     }
 
     #[test]

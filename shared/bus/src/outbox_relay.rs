@@ -145,8 +145,13 @@ impl OutboxRelay {
         outbox::delete(&mut transaction, &acknowledged).await.map_err(|e| e.to_string())?;
         transaction.commit().await.map_err(|e| e.to_string())?;
         self.metrics.record_published(acknowledged.len() as u64);
+        // A row that keeps failing (say, its subject has no stream) must not stall the
+        // rest: the cycle counts as failed only when nothing at all went out.
+        if acknowledged.is_empty() {
+            return Err(format!("none of {} outbox rows acknowledged", rows.len()));
+        }
         if acknowledged.len() < rows.len() {
-            return Err(format!("{} of {} outbox rows not acknowledged", rows.len() - acknowledged.len(), rows.len()));
+            warn!(failed = rows.len() - acknowledged.len(), "some outbox rows not acknowledged, retrying them");
         }
         Ok(acknowledged.len())
     }
@@ -163,10 +168,8 @@ impl OutboxRelay {
             }
             match self.js.send_publish(row.subject.clone(), message).await {
                 Ok(ack) => pending.push((row.id, ack)),
-                Err(error) => {
-                    warn!(subject = %row.subject, %error, "outbox publish failed");
-                    break;
-                }
+                // Per-row (e.g. payload over the server's limit): the others still go out.
+                Err(error) => warn!(id = row.id, subject = %row.subject, %error, "outbox publish failed"),
             }
         }
         let timeout = self.settings.publish_timeout;
@@ -179,7 +182,7 @@ impl OutboxRelay {
             .filter_map(|(id, result)| match result {
                 Ok(Ok(_)) => Some(id),
                 Ok(Err(error)) => {
-                    debug!(id, %error, "outbox pub-ack failed");
+                    warn!(id, %error, "outbox pub-ack failed");
                     None
                 }
                 Err(_) => None,

@@ -10,8 +10,8 @@ use crate::error::BusError;
 /// JetStream reserves `max_bytes` up front against the server's storage limit, so the
 /// defaults stay modest (6 GiB over six streams); large worlds raise them.
 const GIB: i64 = 1024 * 1024 * 1024;
-/// Deliveries the server allows beyond the consumer loop's own limit.
-pub const DELIVERY_HEADROOM: i64 = 3;
+/// JetStream's "no limit" for `max_deliver`; the consumer loop enforces the real one.
+pub const UNLIMITED_DELIVERIES: i64 = -1;
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The six streams of DESIGN §3.
@@ -250,10 +250,11 @@ impl Topology {
             ack_policy: consumer::AckPolicy::Explicit,
             deliver_policy: consumer::DeliverPolicy::All,
             ack_wait: spec.ack_wait,
-            // The loop dead-letters on delivery `max_deliver`; the server allows a few more so
-            // that a last attempt lost to a crash or an ack timeout is redelivered (and then
-            // dead-lettered) instead of being stranded in a work-queue stream.
-            max_deliver: spec.max_deliver + DELIVERY_HEADROOM,
+            // The loop dead-letters from delivery `max_deliver` on; the server itself never
+            // gives up, so a last attempt lost to a crash, an ack timeout or a failed
+            // dead-letter publish is delivered again instead of being stranded in a
+            // work-queue stream (DESIGN §3: it stays until it can be dead-lettered).
+            max_deliver: UNLIMITED_DELIVERIES,
             max_ack_pending: spec.max_ack_pending,
             ..Default::default()
         };

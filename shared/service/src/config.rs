@@ -96,6 +96,18 @@ impl CommonConfig {
         if self.consumer_concurrency == 0 || self.consumer_concurrency > 64 {
             return Err(crate::ServiceError::Config("NPCMEM_CONSUMER_CONCURRENCY must be 1..=64".into()));
         }
+        if !(1..=10_000).contains(&self.outbox_batch_size) {
+            return Err(crate::ServiceError::Config("NPCMEM_OUTBOX_BATCH_SIZE must be 1..=10000".into()));
+        }
+        // Each in-flight batch holds a connection; the relay, its listener, the metrics
+        // sampler and /healthz need theirs too.
+        let needed = self.consumer_concurrency as u32 * 2 + 3;
+        if self.database_max_connections < needed {
+            return Err(crate::ServiceError::Config(format!(
+                "NPCMEM_DATABASE_MAX_CONNECTIONS must be at least {needed} with NPCMEM_CONSUMER_CONCURRENCY {}",
+                self.consumer_concurrency
+            )));
+        }
         if self.max_deliver < 2 {
             return Err(crate::ServiceError::Config("NPCMEM_MAX_DELIVER must be at least 2".into()));
         }

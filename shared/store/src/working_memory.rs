@@ -28,7 +28,8 @@ pub struct SummaryRow {
 
 /// Records the summaries, then trims every touched pair back to its newest
 /// `MAX_CONVERSATIONS_PER_PAIR` by `ended_at` (a late, older conversation is dropped).
-/// Concurrent batches stay deadlock-free because pairs are trimmed in a fixed order.
+/// The caller must hold the pairs' locks ([`crate::locks::lock_pairs`]): two transactions
+/// trimming one pair at once would each keep their own newest three.
 pub async fn record_batch(connection: &mut PgConnection, summaries: &[NewSummary]) -> StoreResult<()> {
     if summaries.is_empty() {
         return Ok(());
@@ -54,8 +55,7 @@ pub async fn record_batch(connection: &mut PgConnection, summaries: &[NewSummary
         "DELETE FROM working_memory
          WHERE conversation_id IN (
              SELECT older.conversation_id
-             FROM (SELECT DISTINCT npc_id, player_id FROM UNNEST($1::uuid[], $2::uuid[]) AS p(npc_id, player_id)
-                   ORDER BY npc_id, player_id) AS pair
+             FROM (SELECT DISTINCT npc_id, player_id FROM UNNEST($1::uuid[], $2::uuid[]) AS p(npc_id, player_id)) AS pair
              CROSS JOIN LATERAL (
                  SELECT conversation_id FROM working_memory AS w
                  WHERE w.npc_id = pair.npc_id AND w.player_id = pair.player_id
