@@ -121,3 +121,30 @@ async fn postgres_outage_mid_burst_is_retried_without_loss() {
     assert_eq!(letters[0].payload.as_ref(), b"{truncated");
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn ingest_recreates_its_consumer_after_an_operator_deletes_it() {
+    let env = TestEnv::new().await;
+    let ingest = env.spawn_ingest(&[]);
+    let pair = Pair::new();
+    let subject = env.subject("conversation.ended");
+    let first = Uuid::new_v4();
+    env.publish(&subject, fixtures::bytes(&fixtures::trade_conversation(first, &pair)), None).await;
+    wait_until(Duration::from_secs(20), "first conversation recorded", || async {
+        env.count("SELECT count(*) FROM conversations").await == 1
+    })
+    .await;
+
+    let stream = env.js.get_stream(env.topology.stream_name(StreamKind::Conversations)).await.unwrap();
+    let durable = format!("{}_ingest", env.topology.stream_prefix());
+    stream.delete_consumer(&durable).await.expect("delete the durable as an operator would");
+
+    let second = Uuid::new_v4();
+    env.publish(&subject, fixtures::bytes(&fixtures::trade_conversation(second, &pair)), None).await;
+    wait_until(Duration::from_secs(60), "second conversation recorded through a re-created durable", || async {
+        env.count("SELECT count(*) FROM conversations").await == 2
+    })
+    .await;
+    ingest.stop().await;
+    env.cleanup().await;
+}

@@ -59,12 +59,8 @@ impl ConversationHandler {
         let mut sorted: Vec<&Accepted> = accepted.iter().collect();
         sorted.sort_unstable_by_key(|a| a.conversation.conversation_id);
         let player_ids: Vec<Uuid> = sorted.iter().map(|a| a.conversation.player_id).collect();
-        let pairs: Vec<(Uuid, Uuid)> =
-            sorted.iter().map(|a| (a.conversation.npc_id, a.conversation.player_id)).collect();
-        // Players first (shared, against forget-player), then pairs (exclusive, so two
-        // batches never trim one pair's working memory at once); both in key order.
+        // Shared player locks before reading privacy: forget-player takes them exclusively.
         locks::lock_players_shared(&mut transaction, &player_ids).await?;
-        locks::lock_pairs(&mut transaction, &pairs).await?;
         let privacy = privacy::statuses(&mut transaction, &player_ids).await?;
 
         let rows: Vec<NewConversation> = sorted
@@ -115,10 +111,16 @@ impl ConversationHandler {
                 as_of: conversation.ended_at.min(now),
             });
         }
-        working_memory::record_batch(&mut transaction, &summaries).await?;
         factions::record_batch(&mut transaction, Side::Player, &player_memberships).await?;
         factions::record_batch(&mut transaction, Side::Npc, &npc_memberships).await?;
         outbox::enqueue(&mut transaction, &jobs).await?;
+        // Working memory last: its pair locks (two batches must not trim one pair at once)
+        // are then held only for the trim and the commit, which keeps concurrent batches
+        // that share a pair from serialising on the whole transaction. Every batch takes
+        // its locks in the same statement order, so waits cannot form a cycle.
+        let pairs: Vec<(Uuid, Uuid)> = summaries.iter().map(|s| (s.npc_id, s.player_id)).collect();
+        locks::lock_pairs(&mut transaction, &pairs).await?;
+        working_memory::record_batch(&mut transaction, &summaries).await?;
         transaction.commit().await?;
         Ok(tally)
     }
