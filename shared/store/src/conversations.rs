@@ -63,7 +63,8 @@ pub async fn insert_batch(connection: &mut PgConnection, rows: &[NewConversation
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let document = serde_json::to_value(rows).expect("ledger rows always serialise to JSON");
+    // Json(..) streams the rows into the parameter; no intermediate JSON tree.
+    let document = sqlx::types::Json(rows);
     let inserted: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO conversations (conversation_id, npc_id, player_id, npc_name, npc_role,
              player_name, npc_factions, player_factions, location, transcript, message_count,

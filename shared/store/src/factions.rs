@@ -33,7 +33,7 @@ pub async fn record_batch(
     if newest.is_empty() {
         return Ok(());
     }
-    let document = serde_json::to_value(&newest).expect("memberships always serialise to JSON");
+    let document = sqlx::types::Json(&newest);
     let statement = match side {
         Side::Player => {
             "INSERT INTO player_factions (player_id, factions, as_of)
