@@ -81,12 +81,13 @@ pub async fn run(common: &CommonConfig, args: IngestBenchArgs) -> anyhow::Result
     );
     print_latency(&format!("publish → ledger insert at saturation (queue ≤ {} deep)", args.backlog), &result.latency);
     print_latency(&format!("publish → ledger insert at {} conversations/s", args.latency_rate), &paced);
-    if let Some((current, peak)) = result.rss_kib {
-        println!(
+    match result.rss_kib {
+        Some((current, peak)) => println!(
             "npcmem-ingest RSS: peak during run {:.1} MB, at end {:.1} MB",
             peak as f64 / 1024.0,
             current as f64 / 1024.0
-        );
+        ),
+        None => println!("npcmem-ingest RSS: unavailable (process {ingest_pid:?} not readable at the end)"),
     }
     Ok(())
 }
