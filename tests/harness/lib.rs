@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use clap::Parser;
 use npcmem_bus::{StreamKind, Topology, TopologySettings};
+use npcmem_extract::ExtractConfig;
 use npcmem_ingest::IngestConfig;
 use npcmem_service::Shutdown;
 use sqlx::PgPool;
@@ -163,6 +164,21 @@ impl TestEnv {
         let config = self.ingest_config(extra_args);
         let shutdown = Shutdown::new();
         let task = tokio::spawn(npcmem_ingest::run(config, shutdown.clone()));
+        InProcessService { shutdown, task }
+    }
+
+    pub fn extract_config(&self, extra_args: &[&str]) -> ExtractConfig {
+        let mut args = vec!["npcmem-extract".to_string()];
+        args.extend(self.common_args());
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        ExtractConfig::try_parse_from(args).expect("test arguments parse")
+    }
+
+    /// Runs extract in-process until the returned handle is stopped.
+    pub fn spawn_extract(&self, extra_args: &[&str]) -> InProcessService {
+        let config = self.extract_config(extra_args);
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(npcmem_extract::run(config, shutdown.clone()));
         InProcessService { shutdown, task }
     }
 

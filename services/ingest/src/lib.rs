@@ -8,14 +8,9 @@ pub mod conversations;
 pub mod metrics;
 pub mod privacy;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use npcmem_bus::metrics::sample_loop;
 use npcmem_bus::{ConsumerLoop, StreamKind};
-use npcmem_service::{ServiceContext, ServiceError, Shutdown, http};
+use npcmem_service::{ServiceContext, ServiceError, Shutdown};
 use prometheus_client::registry::Registry;
-use tracing::info;
 
 pub use config::IngestConfig;
 
@@ -65,37 +60,13 @@ pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), Service
     let conversations_consumer = conversations.prepare().await?;
     let privacy_consumer = privacy.prepare().await?;
 
-    let http_addr: SocketAddr =
-        config.common.http_addr.unwrap_or_else(|| DEFAULT_HTTP_ADDR.parse().expect("the default address is valid"));
-    let (bound, http_task) =
-        http::serve(http_addr, context.health.clone(), Arc::new(registry), None, shutdown.subscribe()).await?;
-
-    // The relay outlives the consumers so that shutdown can flush what they committed.
-    let relay_shutdown = Shutdown::new();
-    let relay_task = tokio::spawn(context.outbox_relay().run(relay_shutdown.subscribe()));
-    let sampler_task = tokio::spawn(sample_loop(
-        context.bus_metrics.clone(),
-        context.pool.clone(),
-        context.js.clone(),
-        topology.clone(),
-        vec![conversations.spec.clone(), privacy.spec.clone()],
-        std::time::Duration::from_secs(5),
-        relay_shutdown.subscribe(),
-    ));
-
-    context.health.set_ready(true);
-    info!(http = %bound, "ingest ready");
+    let support = context
+        .start_support(registry, DEFAULT_HTTP_ADDR, vec![conversations.spec.clone(), privacy.spec.clone()], &shutdown)
+        .await?;
     tokio::join!(
         conversations.run(conversations_consumer, shutdown.subscribe()),
         privacy.run(privacy_consumer, shutdown.subscribe()),
     );
-    context.health.set_ready(false);
-    relay_shutdown.trigger();
-    // The sampler only reads; it may be stuck on a NATS request timeout, so stop it.
-    sampler_task.abort();
-    let _ = relay_task.await;
-    let _ = http_task.await;
-    context.nats.flush().await.ok();
-    info!("ingest stopped");
+    support.stop(&context).await;
     Ok(())
 }

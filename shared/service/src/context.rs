@@ -107,3 +107,69 @@ where
         }
     }
 }
+
+/// What runs beside a service's consumers: the HTTP listener, the outbox relay and the
+/// metrics sampler. Started once the consumers exist; stopped after they returned.
+pub struct Support {
+    pub http_addr: std::net::SocketAddr,
+    http_task: tokio::task::JoinHandle<()>,
+    relay_shutdown: crate::Shutdown,
+    relay_task: tokio::task::JoinHandle<()>,
+    sampler_task: tokio::task::JoinHandle<()>,
+}
+
+impl ServiceContext {
+    /// Starts the HTTP listener on `NPCMEM_HTTP_ADDR` (else `default_http_addr`), the
+    /// outbox relay and the metrics sampler for `consumers`, and reports ready.
+    pub async fn start_support(
+        &self,
+        registry: Registry,
+        default_http_addr: &str,
+        consumers: Vec<npcmem_bus::ConsumerSpec>,
+        shutdown: &crate::Shutdown,
+    ) -> Result<Support, ServiceError> {
+        let http_addr = match self.config.http_addr {
+            Some(addr) => addr,
+            None => default_http_addr
+                .parse()
+                .map_err(|_| ServiceError::Config(format!("bad default http address {default_http_addr}")))?,
+        };
+        let (bound, http_task) = crate::http::serve(
+            http_addr,
+            self.health.clone(),
+            std::sync::Arc::new(registry),
+            None,
+            shutdown.subscribe(),
+        )
+        .await?;
+        // The relay outlives the consumers so that shutdown can flush what they committed.
+        let relay_shutdown = crate::Shutdown::new();
+        let relay_task = tokio::spawn(self.outbox_relay().run(relay_shutdown.subscribe()));
+        let sampler_task = tokio::spawn(npcmem_bus::metrics::sample_loop(
+            self.bus_metrics.clone(),
+            self.pool.clone(),
+            self.js.clone(),
+            self.topology.clone(),
+            consumers,
+            Duration::from_secs(5),
+            relay_shutdown.subscribe(),
+        ));
+        self.health.set_ready(true);
+        info!(service = %self.service_name, http = %bound, "ready");
+        Ok(Support { http_addr: bound, http_task, relay_shutdown, relay_task, sampler_task })
+    }
+}
+
+impl Support {
+    /// After the consumers returned: flush the outbox, stop the sampler and the listener.
+    pub async fn stop(self, context: &ServiceContext) {
+        context.health.set_ready(false);
+        self.relay_shutdown.trigger();
+        // The sampler only reads; it may be stuck on a NATS request timeout, so stop it.
+        self.sampler_task.abort();
+        let _ = self.relay_task.await;
+        let _ = self.http_task.await;
+        context.nats.flush().await.ok();
+        info!(service = %context.service_name, "stopped");
+    }
+}

@@ -12,7 +12,7 @@ pub mod shutdown;
 pub mod telemetry;
 
 pub use config::{CommonConfig, LogFormat};
-pub use context::ServiceContext;
+pub use context::{ServiceContext, Support};
 pub use error::ServiceError;
 pub use health::Health;
 pub use shutdown::{Shutdown, run_main, wait_for_signal};

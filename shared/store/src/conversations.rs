@@ -132,3 +132,93 @@ pub async fn count_by_state(connection: &mut PgConnection) -> StoreResult<Vec<(S
             .await?;
     Ok(rows)
 }
+
+/// Attempts after which a conversation's extraction is given up (seed
+/// `MemoryExtractionJob.max_attempts`).
+pub const MAX_EXTRACTION_ATTEMPTS: i32 = 3;
+
+/// What an extract worker owns after claiming a conversation: the row and its attempt
+/// number, which fences a slower, older attempt out of completing it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedConversation {
+    pub conversation_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub npc_name: String,
+    pub npc_role: Option<String>,
+    pub player_name: String,
+    pub npc_factions: Vec<String>,
+    pub player_factions: Vec<String>,
+    pub location: Option<String>,
+    pub transcript: serde_json::Value,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub attempts: i32,
+}
+
+/// Moves the given conversations to `extracting` and returns the claimed rows. A row is
+/// claimable while pending, failed, or extracting (a crashed or slow attempt: the new
+/// attempt number supersedes it) and under `MAX_EXTRACTION_ATTEMPTS`; complete, skipped
+/// and forgotten rows are never returned, so a redelivered job does nothing.
+pub async fn claim_for_extraction(
+    connection: &mut PgConnection,
+    conversation_ids: &[Uuid],
+) -> StoreResult<Vec<ClaimedConversation>> {
+    let rows = sqlx::query_as::<_, ClaimedConversation>(
+        "UPDATE conversations SET state = 'extracting', attempts = attempts + 1, updated_at = now()
+         WHERE conversation_id = ANY($1) AND state IN ('pending', 'extracting', 'failed') AND attempts < $2
+         RETURNING conversation_id, npc_id, player_id, npc_name, npc_role, player_name, npc_factions,
+                   player_factions, location, transcript, started_at, ended_at, attempts",
+    )
+    .bind(conversation_ids)
+    .bind(MAX_EXTRACTION_ATTEMPTS)
+    .fetch_all(connection)
+    .await?;
+    Ok(rows)
+}
+
+/// Marks claimed conversations complete, but only those still held by the given attempt;
+/// returns the ids actually completed (the caller writes memories for exactly those).
+pub async fn complete_extraction(
+    connection: &mut PgConnection,
+    claims: &[(Uuid, i32, &str)],
+) -> StoreResult<Vec<Uuid>> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = claims.iter().map(|(id, _, _)| *id).collect();
+    let attempts: Vec<i32> = claims.iter().map(|(_, attempt, _)| *attempt).collect();
+    let extractors: Vec<&str> = claims.iter().map(|(_, _, extractor)| *extractor).collect();
+    let completed = sqlx::query_scalar(
+        "UPDATE conversations AS c SET state = 'complete', extractor = j.extractor, error = NULL,
+             updated_at = now()
+         FROM UNNEST($1::uuid[], $2::int4[], $3::text[]) AS j(conversation_id, attempt, extractor)
+         WHERE c.conversation_id = j.conversation_id AND c.state = 'extracting' AND c.attempts = j.attempt
+         RETURNING c.conversation_id",
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&extractors)
+    .fetch_all(connection)
+    .await?;
+    Ok(completed)
+}
+
+/// Records a failed attempt (the job is retried until `MAX_EXTRACTION_ATTEMPTS`).
+pub async fn fail_extraction(
+    connection: &mut PgConnection,
+    conversation_id: Uuid,
+    attempt: i32,
+    error: &str,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE conversations SET state = 'failed', error = $3, updated_at = now()
+         WHERE conversation_id = $1 AND state = 'extracting' AND attempts = $2",
+    )
+    .bind(conversation_id)
+    .bind(attempt)
+    .bind(error)
+    .execute(connection)
+    .await?;
+    Ok(())
+}

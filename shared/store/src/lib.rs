@@ -7,6 +7,7 @@ pub mod conversations;
 pub mod error;
 pub mod factions;
 pub mod locks;
+pub mod memories;
 pub mod outbox;
 pub mod pool;
 pub mod privacy;

@@ -1,0 +1,52 @@
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// Seed §Required Metrics: `memory_extractions_total{status}` and
+/// `safety_flags_total{flag}`, plus memories stored and evicted by the caps.
+#[derive(Clone, Default)]
+pub struct ExtractMetrics {
+    extractions: Family<Labels, Counter>,
+    safety_flags: Family<Labels, Counter>,
+    memories_stored: Family<Labels, Counter>,
+    memories_evicted: Counter,
+}
+
+impl ExtractMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "npcmem_memory_extractions",
+            "Extractions by status (success, skipped) and extractor",
+            metrics.extractions.clone(),
+        );
+        registry.register("npcmem_safety_flags", "Memories flagged by the safety filter", metrics.safety_flags.clone());
+        registry.register("npcmem_memories_stored", "Memories stored, by type", metrics.memories_stored.clone());
+        registry.register(
+            "npcmem_memories_evicted",
+            "Memories evicted by the growth caps",
+            metrics.memories_evicted.clone(),
+        );
+        metrics
+    }
+
+    pub fn extraction(&self, status: &str, extractor: &str) {
+        self.extractions
+            .get_or_create(&vec![("status".into(), status.into()), ("extractor".into(), extractor.into())])
+            .inc();
+    }
+
+    pub fn safety_flag(&self, flag: &str) {
+        self.safety_flags.get_or_create(&vec![("flag".into(), flag.into())]).inc();
+    }
+
+    pub fn stored(&self, memory_type: &str) {
+        self.memories_stored.get_or_create(&vec![("memory_type".into(), memory_type.into())]).inc();
+    }
+
+    pub fn evicted(&self, count: u64) {
+        self.memories_evicted.inc_by(count);
+    }
+}

@@ -1,0 +1,165 @@
+//! Memories (seed §Memory Storage) with the growth caps of seed §Memory Growth Bounds
+//! enforced on insert, and the audit trail of flagged memories.
+
+use chrono::{DateTime, Utc};
+use npcmem_core::memory::{MEMORY_CAPS, MemoryType};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::StoreResult;
+
+/// A memory to insert. Type-specific columns not listed keep their defaults.
+#[derive(Debug, Clone)]
+pub struct NewMemory {
+    pub id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub memory_type: MemoryType,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub importance: f64,
+    pub confidence: f64,
+    pub salience: f64,
+    pub location: Option<String>,
+    pub emotional_valence: &'static str,
+    pub emotional_intensity: f64,
+    pub safety_flag: &'static str,
+    pub source_conversation_id: Option<Uuid>,
+    pub extractor: &'static str,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Inserts the memories (ignoring ids that exist) in one statement.
+pub async fn insert_batch(connection: &mut PgConnection, memories: &[NewMemory]) -> StoreResult<()> {
+    if memories.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = memories.iter().map(|m| m.id).collect();
+    let npc_ids: Vec<Uuid> = memories.iter().map(|m| m.npc_id).collect();
+    let player_ids: Vec<Uuid> = memories.iter().map(|m| m.player_id).collect();
+    let types: Vec<&str> = memories.iter().map(|m| m.memory_type.as_str()).collect();
+    let contents: Vec<&str> = memories.iter().map(|m| m.content.as_str()).collect();
+    // Tags vary in length per row; a JSON array per row avoids ragged text[][] arrays.
+    let tags: Vec<String> =
+        memories.iter().map(|m| serde_json::to_string(&m.tags).expect("tags always serialise")).collect();
+    let importance: Vec<f64> = memories.iter().map(|m| m.importance).collect();
+    let confidence: Vec<f64> = memories.iter().map(|m| m.confidence).collect();
+    let salience: Vec<f64> = memories.iter().map(|m| m.salience).collect();
+    let locations: Vec<Option<&str>> = memories.iter().map(|m| m.location.as_deref()).collect();
+    let valences: Vec<&str> = memories.iter().map(|m| m.emotional_valence).collect();
+    let intensities: Vec<f64> = memories.iter().map(|m| m.emotional_intensity).collect();
+    let flags: Vec<&str> = memories.iter().map(|m| m.safety_flag).collect();
+    let sources: Vec<Option<Uuid>> = memories.iter().map(|m| m.source_conversation_id).collect();
+    let extractors: Vec<&str> = memories.iter().map(|m| m.extractor).collect();
+    let created: Vec<DateTime<Utc>> = memories.iter().map(|m| m.created_at).collect();
+    sqlx::query(
+        "INSERT INTO memories (id, npc_id, player_id, memory_type, content, tags, importance, confidence,
+             salience, location, emotional_valence, emotional_intensity, safety_flag,
+             source_conversation_id, extractor, created_at, last_accessed)
+         SELECT id, npc_id, player_id, memory_type, content,
+                ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), importance, confidence, salience,
+                location, emotional_valence, emotional_intensity, safety_flag, source_conversation_id,
+                extractor, created_at, created_at
+         FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[],
+                     $7::float8[], $8::float8[], $9::float8[], $10::text[], $11::text[], $12::float8[],
+                     $13::text[], $14::uuid[], $15::text[], $16::timestamptz[])
+              AS m(id, npc_id, player_id, memory_type, content, tags, importance, confidence, salience,
+                   location, emotional_valence, emotional_intensity, safety_flag,
+                   source_conversation_id, extractor, created_at)
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(&ids)
+    .bind(&npc_ids)
+    .bind(&player_ids)
+    .bind(&types)
+    .bind(&contents)
+    .bind(&tags)
+    .bind(&importance)
+    .bind(&confidence)
+    .bind(&salience)
+    .bind(&locations)
+    .bind(&valences)
+    .bind(&intensities)
+    .bind(&flags)
+    .bind(&sources)
+    .bind(&extractors)
+    .bind(&created)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// Deletes unlocked memories of one pair and type beyond the cap, in the seed's eviction
+/// order (episodic: lowest salience; semantic: lowest confidence; procedural: lowest
+/// reinforcement_count; oldest first on ties). Locked memories count towards the cap but
+/// are never evicted. The caller holds the pair's lock. Returns the rows deleted.
+pub async fn enforce_cap(
+    connection: &mut PgConnection,
+    npc_id: Uuid,
+    player_id: Uuid,
+    memory_type: MemoryType,
+) -> StoreResult<u64> {
+    let statement = match memory_type {
+        MemoryType::Episodic => {
+            "DELETE FROM memories WHERE id IN (
+                 SELECT id FROM memories
+                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'episodic' AND NOT locked
+                 ORDER BY salience ASC, created_at ASC, id
+                 LIMIT GREATEST((SELECT count(*) FROM memories
+                                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'episodic') - $3, 0))"
+        }
+        MemoryType::Semantic => {
+            "DELETE FROM memories WHERE id IN (
+                 SELECT id FROM memories
+                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'semantic' AND NOT locked
+                 ORDER BY confidence ASC, created_at ASC, id
+                 LIMIT GREATEST((SELECT count(*) FROM memories
+                                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'semantic') - $3, 0))"
+        }
+        MemoryType::Procedural => {
+            "DELETE FROM memories WHERE id IN (
+                 SELECT id FROM memories
+                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'procedural' AND NOT locked
+                 ORDER BY reinforcement_count ASC, created_at ASC, id
+                 LIMIT GREATEST((SELECT count(*) FROM memories
+                                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'procedural') - $3, 0))"
+        }
+    };
+    let cap = MEMORY_CAPS.for_type(memory_type) as i64;
+    let result = sqlx::query(statement).bind(npc_id).bind(player_id).bind(cap).execute(connection).await?;
+    Ok(result.rows_affected())
+}
+
+/// One flagged memory for admin review (seed §Flagged Memory Audit).
+#[derive(Debug, Clone)]
+pub struct AuditEntry {
+    pub memory_id: Uuid,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub conversation_id: Uuid,
+    pub content: String,
+    pub reasons: Vec<String>,
+    pub safety_flag: &'static str,
+    pub original_importance: f64,
+}
+
+pub async fn record_audit(connection: &mut PgConnection, entries: &[AuditEntry]) -> StoreResult<()> {
+    for entry in entries {
+        sqlx::query(
+            "INSERT INTO memory_audit (memory_id, npc_id, player_id, conversation_id, content, reasons,
+                 safety_flag, original_importance)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(entry.memory_id)
+        .bind(entry.npc_id)
+        .bind(entry.player_id)
+        .bind(entry.conversation_id)
+        .bind(&entry.content)
+        .bind(&entry.reasons)
+        .bind(entry.safety_flag)
+        .bind(entry.original_importance)
+        .execute(&mut *connection)
+        .await?;
+    }
+    Ok(())
+}
