@@ -214,6 +214,8 @@ struct Line<'a> {
 pub struct RulesExtractor {
     price: Regex,
     trade_verb: Regex,
+    /// Verbs that make a trade without a price ("I'll buy the shield").
+    purchase_verb: Regex,
     sell_verb: Regex,
     help_offer: Regex,
     help_done: Regex,
@@ -258,6 +260,9 @@ impl RulesExtractor {
             trade_verb: compile(
                 r"\b(buy|buying|bought|purchase|purchased|sell|selling|sold|trade|trading|deal|haggle|price|cost|costs|pay|paid|afford|take it|i'll take|i will take|how much)\b",
             ),
+            purchase_verb: compile(
+                r"\b(buy|buying|bought|purchase|purchased|sell|selling|sold|i'll take the|i will take the|i'll take a|i will take a)\b",
+            ),
             sell_verb: compile(
                 r"\b(i'll sell|i will sell|i want to sell|i'd like to sell|sell you|selling you|i sold you|buy my|buy this from me)\b",
             ),
@@ -265,7 +270,7 @@ impl RulesExtractor {
                 r"\b(i'll help|i will help|i can help|let me help|i'd be glad to help|happy to help|i'll do it|i will do it|count me in|i'll handle it|i'll take care of it|i'll find|i'll get it back|i'll bring)\b",
             ),
             help_done: compile(
-                r"\b(i brought|here (?:is|are) the|i found your|i fixed|i repaired|i delivered|i finished|i completed|i've done|done what you asked|i cleared|i returned|i got it back)\b",
+                r"\b(i brought (?:the|your|back)|here (?:is|are) the|i found your|i fixed|i repaired|i delivered|i finished|i completed|i've done|done what you asked|i cleared|i returned|i got it back)\b",
             ),
             help_thanks: compile(
                 r"\b(thank you for (?:your |the )?help|thanks for (?:your |the )?help|you helped|you've been a great help|you have been a great help|i owe you|much obliged)\b",
@@ -339,6 +344,11 @@ impl RulesExtractor {
                 findings.push(finding);
             }
         }
+        // A heroic deed against an enemy already covers the fight; "we talked about
+        // fighting it" would count it twice.
+        if findings.iter().any(|f| f.tags.iter().any(|t| t == "heroic")) {
+            findings.retain(|f| !(f.tags.iter().any(|t| t == "combat") && f.valence == EmotionalValence::Neutral));
+        }
         // Most important first; the detector order breaks ties deterministically.
         findings.sort_by(|a, b| b.importance.partial_cmp(&a.importance).unwrap_or(std::cmp::Ordering::Equal));
         findings.truncate(MAX_MEMORIES_PER_EXTRACTION);
@@ -364,7 +374,18 @@ impl RulesExtractor {
             format!("{amount} {}", normalise_unit(unit))
         });
         let item = self.item(lines);
-        if !has_verb || (price.is_none() && item.is_none()) {
+        // A price with trade talk, a price next to an item ("fifty gold for the horse"),
+        // or an item with an explicit purchase by the player ("I'll buy the shield").
+        let price_beside_item = lines
+            .iter()
+            .any(|line| self.price.is_match(&line.lower) && self.item(std::slice::from_ref(line)).is_some());
+        let player_purchase = Self::player_lines(lines).any(|line| self.purchase_verb.is_match(&line.lower));
+        let is_trade = match (&price, &item) {
+            (Some(_), _) => has_verb || price_beside_item,
+            (None, Some(_)) => player_purchase,
+            (None, None) => false,
+        };
+        if !is_trade {
             return None;
         }
         let player_sells = Self::player_lines(lines).any(|line| self.sell_verb.is_match(&line.lower));
@@ -393,53 +414,38 @@ impl RulesExtractor {
         Some(Finding { tags, content, importance: 0.4, valence: EmotionalValence::Neutral, intensity: 0.1 })
     }
 
-    /// The traded item: a known item noun with an optional adjective, from the player's
-    /// lines first (what they asked for), else from the NPC's.
+    /// The traded item: the first known item noun the player names (else the NPC), with
+    /// the adjective from the line that names it with a trade verb ("I'll take the steel
+    /// sword" beats "I need a sword"), else from its first mention with one.
     fn item(&self, lines: &[Line<'_>]) -> Option<String> {
-        let ordered = Self::player_lines(lines).chain(lines.iter().filter(|l| l.speaker == Speaker::Npc));
-        for line in ordered {
+        let ordered: Vec<&Line<'_>> =
+            Self::player_lines(lines).chain(lines.iter().filter(|l| l.speaker == Speaker::Npc)).collect();
+        let mentions = |line: &Line<'_>| -> Vec<(String, Option<String>)> {
             let words: Vec<&str> = self.word.find_iter(&line.lower).map(|m| m.as_str()).collect();
+            let mut found = Vec::new();
             for (index, word) in words.iter().enumerate() {
-                if ITEMS.contains(word) {
-                    let adjective = index.checked_sub(1).map(|i| words[i]).filter(|w| ITEM_ADJECTIVES.contains(w));
-                    let plural = word.ends_with('s') && !matches!(*word, "boots" | "gauntlets" | "bolts");
-                    let article = if plural
-                        || matches!(
-                            *word,
-                            "armour"
-                                | "armor"
-                                | "mail"
-                                | "chainmail"
-                                | "ale"
-                                | "wine"
-                                | "mead"
-                                | "bread"
-                                | "cheese"
-                                | "meat"
-                                | "fish"
-                                | "rope"
-                                | "leather"
-                                | "iron"
-                                | "ore"
-                                | "charcoal"
-                        ) {
-                        "some"
-                    } else {
-                        "a"
-                    };
-                    return Some(match adjective {
-                        Some(adjective) => format!(
-                            "{} {adjective} {word}",
-                            if article == "a" && starts_with_vowel(adjective) { "an" } else { article }
-                        ),
-                        None => {
-                            format!("{} {word}", if article == "a" && starts_with_vowel(word) { "an" } else { article })
-                        }
-                    });
+                // "iron shield": a material before another item noun is its adjective.
+                let next_is_item = words.get(index + 1).is_some_and(|next| ITEMS.contains(next));
+                if ITEMS.contains(word) && !next_is_item {
+                    let adjective = index
+                        .checked_sub(1)
+                        .map(|i| words[i])
+                        .filter(|w| ITEM_ADJECTIVES.contains(w) || ITEMS.contains(w))
+                        .map(str::to_string);
+                    found.push((word.to_string(), adjective));
                 }
             }
-        }
-        None
+            found
+        };
+        let noun = ordered.iter().find_map(|line| mentions(line).into_iter().next().map(|(noun, _)| noun))?;
+        let adjective_in =
+            |line: &&Line<'_>| mentions(line).into_iter().find(|(n, a)| *n == noun && a.is_some()).and_then(|(_, a)| a);
+        let adjective = ordered
+            .iter()
+            .filter(|line| self.trade_verb.is_match(&line.lower))
+            .find_map(adjective_in)
+            .or_else(|| ordered.iter().find_map(adjective_in));
+        Some(with_article(adjective.as_deref(), &noun))
     }
 
     fn help(&self, lines: &[Line<'_>], player: &str) -> Option<Finding> {
@@ -452,7 +458,8 @@ impl RulesExtractor {
             let content = if what.is_empty() {
                 format!("{player} completed a task for me")
             } else {
-                format!("{player} did what I asked: {}", quote(&format!("{}{}", found.as_str(), what)))
+                let done = line.text.get(found.start()..found.end()).unwrap_or(found.as_str());
+                format!("{player} did what I asked: {}", quote(&format!("{done}{what}")))
             };
             (content, 0.6, 0.5)
         } else if thanked {
@@ -665,6 +672,44 @@ fn normalise_unit(unit: &str) -> &str {
         "sp" => "silver",
         "cp" => "copper",
         other => other,
+    }
+}
+
+/// "a steel sword", "an iron axe", "some leather boots", "some ale".
+fn with_article(adjective: Option<&str>, noun: &str) -> String {
+    let plural = noun.ends_with('s') && !matches!(noun, "boots" | "gauntlets" | "bolts");
+    let mass = matches!(
+        noun,
+        "armour"
+            | "armor"
+            | "mail"
+            | "chainmail"
+            | "ale"
+            | "wine"
+            | "mead"
+            | "bread"
+            | "cheese"
+            | "meat"
+            | "fish"
+            | "rope"
+            | "leather"
+            | "iron"
+            | "ore"
+            | "charcoal"
+            | "boots"
+            | "gauntlets"
+            | "bolts"
+    );
+    let phrase = match adjective {
+        Some(adjective) => format!("{adjective} {noun}"),
+        None => noun.to_string(),
+    };
+    if plural || mass {
+        format!("some {phrase}")
+    } else if starts_with_vowel(&phrase) {
+        format!("an {phrase}")
+    } else {
+        format!("a {phrase}")
     }
 }
 
