@@ -2,20 +2,47 @@
 //! throughput and latency next to a raw baseline measured in the same run (DESIGN §7).
 
 mod ingest;
+mod load;
+mod pipeline;
 mod rss;
 
+use anyhow::Context as _;
+use async_nats::jetstream;
 use clap::Subcommand;
+use npcmem_bus::Topology;
 use npcmem_service::CommonConfig;
+
+use crate::sample::SampleConversation;
 
 #[derive(Debug, Subcommand)]
 pub enum Scenario {
     /// Conversations/s persisted and queued by a running npcmem-ingest (with no extract
     /// consuming jobs), vs raw JetStream publish+ack of the same payloads.
     Ingest(ingest::IngestBenchArgs),
+    /// Conversations/s from publish to memories committed through ingest and extract,
+    /// and freshness at half that rate.
+    Pipeline(pipeline::PipelineBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
     match scenario {
         Scenario::Ingest(args) => ingest::run(common, args).await,
+        Scenario::Pipeline(args) => pipeline::run(common, args).await,
     }
+}
+
+async fn connect(common: &CommonConfig) -> anyhow::Result<(jetstream::Context, sqlx::PgPool, Topology)> {
+    let nats = async_nats::connect(common.nats_url.as_str())
+        .await
+        .with_context(|| format!("cannot reach NATS at {}", common.nats_url))?;
+    let pool = npcmem_store::connect(&common.database_url, &common.pool_options())
+        .await
+        .with_context(|| "cannot reach Postgres (NPCMEM_DATABASE_URL)")?;
+    let topology = Topology::new(&common.subject_prefix, &common.stream_prefix, common.topology_settings());
+    Ok((jetstream::new(nats), pool, topology))
+}
+
+fn describe(samples: &[SampleConversation], load: &load::LoadArgs) {
+    let mean_bytes = samples.iter().map(|s| s.payload.len()).sum::<usize>() / samples.len().max(1);
+    println!("payloads: {} distinct, mean {} bytes, over {} pairs", samples.len(), mean_bytes, load.pairs);
 }
