@@ -99,34 +99,29 @@ pub async fn enforce_cap(
     player_id: Uuid,
     memory_type: MemoryType,
 ) -> StoreResult<u64> {
-    let statement = match memory_type {
-        MemoryType::Episodic => {
-            "DELETE FROM memories WHERE id IN (
-                 SELECT id FROM memories
-                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'episodic' AND NOT locked
-                 ORDER BY salience ASC, created_at ASC, id
-                 LIMIT GREATEST((SELECT count(*) FROM memories
-                                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'episodic') - $3, 0))"
-        }
-        MemoryType::Semantic => {
-            "DELETE FROM memories WHERE id IN (
-                 SELECT id FROM memories
-                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'semantic' AND NOT locked
-                 ORDER BY confidence ASC, created_at ASC, id
-                 LIMIT GREATEST((SELECT count(*) FROM memories
-                                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'semantic') - $3, 0))"
-        }
-        MemoryType::Procedural => {
-            "DELETE FROM memories WHERE id IN (
-                 SELECT id FROM memories
-                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'procedural' AND NOT locked
-                 ORDER BY reinforcement_count ASC, created_at ASC, id
-                 LIMIT GREATEST((SELECT count(*) FROM memories
-                                 WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'procedural') - $3, 0))"
-        }
+    // The eviction key per type (seed §Memory Growth Bounds); only these fixed strings
+    // ever reach the statement.
+    let eviction_order = match memory_type {
+        MemoryType::Episodic => "salience ASC",
+        MemoryType::Semantic => "confidence ASC",
+        MemoryType::Procedural => "reinforcement_count ASC",
     };
+    let statement = format!(
+        "DELETE FROM memories WHERE id IN (
+             SELECT id FROM memories
+             WHERE npc_id = $1 AND player_id = $2 AND memory_type = $4 AND NOT locked
+             ORDER BY {eviction_order}, created_at ASC, id
+             LIMIT GREATEST((SELECT count(*) FROM memories
+                             WHERE npc_id = $1 AND player_id = $2 AND memory_type = $4) - $3, 0))"
+    );
     let cap = MEMORY_CAPS.for_type(memory_type) as i64;
-    let result = sqlx::query(statement).bind(npc_id).bind(player_id).bind(cap).execute(connection).await?;
+    let result = sqlx::query(sqlx::AssertSqlSafe(statement))
+        .bind(npc_id)
+        .bind(player_id)
+        .bind(cap)
+        .bind(memory_type.as_str())
+        .execute(connection)
+        .await?;
     Ok(result.rows_affected())
 }
 
