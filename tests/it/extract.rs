@@ -250,3 +250,42 @@ async fn killed_extract_process_completes_every_job_once_after_restart() {
     ingest.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn growth_caps_are_enforced_for_many_pairs_in_one_statement() {
+    let env = TestEnv::new().await;
+    let pairs: Vec<Pair> = (0..3).map(|_| Pair::new()).collect();
+    for (index, pair) in pairs.iter().enumerate() {
+        // 250, 210 and 40 semantic memories: only the first two are over the cap of 50.
+        let count = [250, 210, 40][index];
+        sqlx::query(
+            "INSERT INTO memories (id, npc_id, player_id, memory_type, content, importance, confidence)
+             SELECT gen_random_uuid(), $1, $2, 'semantic', 'fact ' || n, 0.5, n / 1000.0
+             FROM generate_series(1, $3) AS n",
+        )
+        .bind(pair.npc_id)
+        .bind(pair.player_id)
+        .bind(count)
+        .execute(&env.pool)
+        .await
+        .unwrap();
+    }
+    let keys: Vec<(Uuid, Uuid)> = pairs.iter().map(|p| (p.npc_id, p.player_id)).collect();
+    let mut transaction = env.pool.begin().await.unwrap();
+    let evicted = npcmem_store::memories::enforce_caps(&mut transaction, &keys, MemoryType::Semantic).await.unwrap();
+    transaction.commit().await.unwrap();
+    assert_eq!(evicted, (250 - 50) + (210 - 50));
+    let remaining: Vec<i64> = sqlx::query_scalar("SELECT count(*) FROM memories GROUP BY npc_id ORDER BY 1")
+        .fetch_all(&env.pool)
+        .await
+        .unwrap();
+    assert_eq!(remaining, vec![40, 50, 50]);
+    // Semantic memories are evicted lowest confidence first.
+    let lowest: f64 = sqlx::query_scalar("SELECT min(confidence) FROM memories WHERE npc_id = $1")
+        .bind(pairs[0].npc_id)
+        .fetch_one(&env.pool)
+        .await
+        .unwrap();
+    assert!((lowest - 0.201).abs() < 1e-9, "{lowest}");
+    env.cleanup().await;
+}

@@ -124,8 +124,13 @@ impl ExtractHandler {
         }
         memories::insert_batch(&mut transaction, &rows).await?;
         let mut evicted = 0;
-        for (npc_id, player_id, memory_type) in &touched_types {
-            evicted += memories::enforce_cap(&mut transaction, *npc_id, *player_id, *memory_type).await?;
+        for memory_type in MemoryType::ALL {
+            let touched: Vec<(Uuid, Uuid)> = touched_types
+                .iter()
+                .filter(|(_, _, kind)| *kind == memory_type)
+                .map(|(npc_id, player_id, _)| (*npc_id, *player_id))
+                .collect();
+            evicted += memories::enforce_caps(&mut transaction, &touched, memory_type).await?;
         }
         memories::record_audit(&mut transaction, &audit).await?;
         outbox::enqueue(&mut transaction, &events).await?;

@@ -89,16 +89,29 @@ pub async fn insert_batch(connection: &mut PgConnection, memories: &[NewMemory])
     Ok(())
 }
 
-/// Deletes unlocked memories of one pair and type beyond the cap, in the seed's eviction
-/// order (episodic: lowest salience; semantic: lowest confidence; procedural: lowest
-/// reinforcement_count; oldest first on ties). Locked memories count towards the cap but
-/// are never evicted. The caller holds the pair's lock. Returns the rows deleted.
+/// Deletes unlocked memories of one pair and type beyond the cap; see [`enforce_caps`].
 pub async fn enforce_cap(
     connection: &mut PgConnection,
     npc_id: Uuid,
     player_id: Uuid,
     memory_type: MemoryType,
 ) -> StoreResult<u64> {
+    enforce_caps(connection, &[(npc_id, player_id)], memory_type).await
+}
+
+/// Deletes, for every given pair, the unlocked memories of `memory_type` beyond the cap,
+/// in the seed's eviction order (episodic: lowest salience; semantic: lowest confidence;
+/// procedural: lowest reinforcement_count; oldest first on ties) — one statement for the
+/// whole batch. Locked memories count towards the cap but are never evicted. The caller
+/// holds the pairs' locks. Returns the rows deleted.
+pub async fn enforce_caps(
+    connection: &mut PgConnection,
+    pairs: &[(Uuid, Uuid)],
+    memory_type: MemoryType,
+) -> StoreResult<u64> {
+    if pairs.is_empty() {
+        return Ok(0);
+    }
     // The eviction key per type (seed §Memory Growth Bounds); only these fixed strings
     // ever reach the statement.
     let eviction_order = match memory_type {
@@ -108,16 +121,22 @@ pub async fn enforce_cap(
     };
     let statement = format!(
         "DELETE FROM memories WHERE id IN (
-             SELECT id FROM memories
-             WHERE npc_id = $1 AND player_id = $2 AND memory_type = $4 AND NOT locked
-             ORDER BY {eviction_order}, created_at ASC, id
-             LIMIT GREATEST((SELECT count(*) FROM memories
-                             WHERE npc_id = $1 AND player_id = $2 AND memory_type = $4) - $3, 0))"
+             SELECT evicted.id
+             FROM (SELECT DISTINCT npc_id, player_id FROM UNNEST($1::uuid[], $2::uuid[]) AS p(npc_id, player_id)) AS pair
+             CROSS JOIN LATERAL (
+                 SELECT id FROM memories AS m
+                 WHERE m.npc_id = pair.npc_id AND m.player_id = pair.player_id AND m.memory_type = $4 AND NOT m.locked
+                 ORDER BY {eviction_order}, created_at ASC, id
+                 LIMIT GREATEST((SELECT count(*) FROM memories AS c
+                                 WHERE c.npc_id = pair.npc_id AND c.player_id = pair.player_id
+                                   AND c.memory_type = $4) - $3, 0)) AS evicted)"
     );
+    let npc_ids: Vec<Uuid> = pairs.iter().map(|(npc, _)| *npc).collect();
+    let player_ids: Vec<Uuid> = pairs.iter().map(|(_, player)| *player).collect();
     let cap = MEMORY_CAPS.for_type(memory_type) as i64;
     let result = sqlx::query(sqlx::AssertSqlSafe(statement))
-        .bind(npc_id)
-        .bind(player_id)
+        .bind(&npc_ids)
+        .bind(&player_ids)
         .bind(cap)
         .bind(memory_type.as_str())
         .execute(connection)
