@@ -1,0 +1,276 @@
+//! The Anthropic Messages API client: `POST {base_url}/v1/messages`. System messages
+//! travel in the top-level `system` field (the API has no system role); the reply is the
+//! concatenated text blocks.
+
+use std::fmt;
+use std::time::Duration;
+
+use npcmem_core::extraction::prompt::{ChatMessage, ChatRole};
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+
+use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
+use crate::retry::{self, RetrySettings};
+use crate::transport;
+
+/// Used when `NPCMEM_LLM_BASE_URL` is not set.
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The API version this client's request and response shapes follow.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// Separates several system messages in the one `system` field.
+const SYSTEM_SEPARATOR: &str = "\n\n";
+
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// Without the version segment: `https://api.anthropic.com`. A trailing `/v1` is
+    /// accepted too, so the same `NPCMEM_LLM_BASE_URL` habit as for OpenAI works.
+    pub base_url: String,
+    /// Sent as `x-api-key` when set and not blank (a gateway in front may add it instead).
+    pub api_key: Option<String>,
+    pub model: String,
+    /// Bound on each HTTP attempt, reading the body included.
+    pub timeout: Duration,
+    pub retry: RetrySettings,
+}
+
+/// Hand-written so the API key never reaches a log.
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    endpoint: Url,
+    api_key: Option<String>,
+    model: String,
+    timeout: Duration,
+    retry: RetrySettings,
+}
+
+impl fmt::Debug for AnthropicClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicClient")
+            .field("endpoint", &self.endpoint.as_str())
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicClient {
+    /// Checks the configuration; makes no request.
+    pub fn new(config: AnthropicConfig) -> Result<Self, LlmConfigError> {
+        let model = config.model.trim().to_owned();
+        if model.is_empty() {
+            return Err(LlmConfigError::MissingModel);
+        }
+        let base_url = config.base_url.trim().trim_end_matches('/');
+        let base_url = base_url.strip_suffix("/v1").unwrap_or(base_url);
+        Ok(Self {
+            http: transport::http_client(config.timeout)?,
+            endpoint: transport::endpoint(base_url, "v1/messages")?,
+            api_key: config.api_key.filter(|key| !key.trim().is_empty()),
+            model,
+            timeout: config.timeout,
+            retry: config.retry,
+        })
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    fn request(&self, body: &MessagesRequest<'_>) -> reqwest::RequestBuilder {
+        let request = self.http.post(self.endpoint.clone()).header("anthropic-version", ANTHROPIC_VERSION).json(body);
+        match &self.api_key {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
+    }
+}
+
+impl LlmProvider for AnthropicClient {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    /// `options.json_mode` is ignored: the Messages API has no JSON switch, and the
+    /// extraction prompt asks for JSON itself.
+    #[tracing::instrument(skip_all, fields(provider = "anthropic", model = %self.model))]
+    async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
+        let body = MessagesRequest::new(&self.model, messages, options);
+        let retried = retry::run(&self.retry, self.timeout, self.name(), || {
+            transport::attempt(self.request(&body), parse_reply, parse_usage)
+        })
+        .await;
+        let reply = retried.result?;
+        Ok(Completion {
+            content: reply.content,
+            usage: retried.usage,
+            finish_reason: reply.stop_reason,
+            attempts: retried.attempts,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    temperature: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<&'a ChatMessage>,
+}
+
+impl<'a> MessagesRequest<'a> {
+    fn new(model: &'a str, messages: &'a [ChatMessage], options: &CompletionOptions) -> Self {
+        let system_texts: Vec<&str> = messages
+            .iter()
+            .filter(|message| message.role == ChatRole::System)
+            .map(|message| message.content.as_str())
+            .collect();
+        let system = (!system_texts.is_empty()).then(|| system_texts.join(SYSTEM_SEPARATOR));
+        let conversation = messages.iter().filter(|message| message.role != ChatRole::System).collect();
+        Self { model, max_tokens: options.max_tokens, temperature: options.temperature, system, messages: conversation }
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    content: String,
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MessagesResponse {
+    content: Vec<ContentBlock>,
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ContentBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UsageEnvelope {
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    input_tokens: Option<u32>,
+    output_tokens: Option<u32>,
+    /// Prompt-cache reads and writes are input tokens too, billed separately.
+    cache_creation_input_tokens: Option<u32>,
+    cache_read_input_tokens: Option<u32>,
+}
+
+fn parse_reply(body: &[u8]) -> Result<Reply, LlmError> {
+    let response: MessagesResponse = serde_json::from_slice(body).map_err(|error| transport::invalid_json(&error))?;
+    let content = response
+        .content
+        .into_iter()
+        .filter(|block| block.kind == "text")
+        .filter_map(|block| block.text)
+        .collect::<String>();
+    Ok(Reply { content, stop_reason: response.stop_reason })
+}
+
+/// Read separately from the reply, so odd usage fields never fail a good completion.
+fn parse_usage(body: &[u8]) -> Option<TokenUsage> {
+    let usage = serde_json::from_slice::<UsageEnvelope>(body).ok()?.usage?;
+    let prompt_tokens = [usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens]
+        .into_iter()
+        .flatten()
+        .fold(0u32, u32::saturating_add);
+    Some(TokenUsage { prompt_tokens, completion_tokens: usage.output_tokens.unwrap_or(0) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(role: ChatRole, content: &str) -> ChatMessage {
+        ChatMessage { role, content: content.to_owned() }
+    }
+
+    /// Through text, as on the wire: `to_value` would widen the f32 0.3 to 0.30000001….
+    fn wire_json(request: &MessagesRequest<'_>) -> serde_json::Value {
+        serde_json::from_str(&serde_json::to_string(request).expect("serialises")).expect("parses")
+    }
+
+    #[test]
+    fn system_messages_move_to_the_system_field() {
+        let messages = [
+            message(ChatRole::System, "rules"),
+            message(ChatRole::User, "hello"),
+            message(ChatRole::System, "examples"),
+            message(ChatRole::Assistant, "hi"),
+        ];
+        let options = CompletionOptions { temperature: 0.3, max_tokens: 500, json_mode: true };
+        let body = wire_json(&MessagesRequest::new("claude", &messages, &options));
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "model": "claude",
+                "max_tokens": 500,
+                "temperature": 0.3,
+                "system": "rules\n\nexamples",
+                "messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+            })
+        );
+        let without_system = [message(ChatRole::User, "hello")];
+        let body = wire_json(&MessagesRequest::new("claude", &without_system, &options));
+        assert!(body.get("system").is_none(), "{body}");
+    }
+
+    #[test]
+    fn reply_concatenates_text_blocks_only() {
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","content":[
+            {"type":"text","text":"[{\"content\":"},{"type":"thinking","thinking":"hmm"},{"type":"text","text":"\"x\"}]"}],
+            "stop_reason":"end_turn","usage":{"input_tokens":30,"output_tokens":9,"cache_read_input_tokens":5}}"#;
+        let reply = parse_reply(body).expect("valid reply");
+        assert_eq!(reply.content, r#"[{"content":"x"}]"#);
+        assert_eq!(reply.stop_reason.as_deref(), Some("end_turn"));
+        assert_eq!(parse_usage(body), Some(TokenUsage { prompt_tokens: 35, completion_tokens: 9 }));
+    }
+
+    #[test]
+    fn a_body_without_content_is_invalid() {
+        for body in [r#"{"type":"error","error":{"type":"overloaded_error"}}"#, "[]", ""] {
+            assert!(matches!(parse_reply(body.as_bytes()), Err(LlmError::InvalidResponse(_))), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_base_url_with_v1_is_not_doubled() {
+        let config = |base_url: &str| AnthropicConfig {
+            base_url: base_url.to_owned(),
+            api_key: Some("secret".into()),
+            model: "claude-haiku".into(),
+            timeout: Duration::from_secs(5),
+            retry: RetrySettings::default(),
+        };
+        for base_url in ["https://api.anthropic.com", "https://api.anthropic.com/", "https://api.anthropic.com/v1/"] {
+            let client = AnthropicClient::new(config(base_url)).expect("valid config");
+            assert_eq!(client.endpoint(), "https://api.anthropic.com/v1/messages", "{base_url}");
+        }
+        assert!(!format!("{:?}", config("x")).contains("secret"));
+    }
+}

@@ -1,0 +1,260 @@
+//! The OpenAI-compatible chat-completions client: `POST {base_url}/chat/completions`.
+//! Sends only fields every compatible server understands, so the same client talks to
+//! OpenAI, vLLM, the llama.cpp server, Ollama (`…/v1`) and LM Studio.
+
+use std::fmt;
+use std::time::Duration;
+
+use npcmem_core::extraction::prompt::ChatMessage;
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+
+use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
+use crate::retry::{self, RetrySettings};
+use crate::transport;
+
+/// Used when `NPCMEM_LLM_BASE_URL` is not set.
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Up to and including the version segment: `https://api.openai.com/v1`,
+    /// `http://127.0.0.1:8080/v1` (llama.cpp, vLLM), `http://127.0.0.1:11434/v1` (Ollama).
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set and not blank; local servers need none.
+    pub api_key: Option<String>,
+    pub model: String,
+    /// Bound on each HTTP attempt, reading the body included.
+    pub timeout: Duration,
+    pub retry: RetrySettings,
+}
+
+/// Hand-written so the API key never reaches a log.
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    endpoint: Url,
+    api_key: Option<String>,
+    model: String,
+    timeout: Duration,
+    retry: RetrySettings,
+}
+
+impl fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("endpoint", &self.endpoint.as_str())
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiClient {
+    /// Checks the configuration; makes no request.
+    pub fn new(config: OpenAiConfig) -> Result<Self, LlmConfigError> {
+        let model = config.model.trim().to_owned();
+        if model.is_empty() {
+            return Err(LlmConfigError::MissingModel);
+        }
+        Ok(Self {
+            http: transport::http_client(config.timeout)?,
+            endpoint: transport::endpoint(&config.base_url, "chat/completions")?,
+            api_key: config.api_key.filter(|key| !key.trim().is_empty()),
+            model,
+            timeout: config.timeout,
+            retry: config.retry,
+        })
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    fn request(&self, body: &ChatRequest<'_>) -> reqwest::RequestBuilder {
+        let request = self.http.post(self.endpoint.clone()).json(body);
+        match &self.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+}
+
+impl LlmProvider for OpenAiClient {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    #[tracing::instrument(skip_all, fields(provider = "openai", model = %self.model))]
+    async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
+        let body = ChatRequest {
+            model: &self.model,
+            messages,
+            temperature: options.temperature,
+            max_tokens: options.max_tokens,
+            response_format: options.json_mode.then_some(ResponseFormat { kind: "json_object" }),
+        };
+        let retried = retry::run(&self.retry, self.timeout, self.name(), || {
+            transport::attempt(self.request(&body), parse_reply, parse_usage)
+        })
+        .await;
+        let reply = retried.result?;
+        Ok(Completion {
+            content: reply.content,
+            usage: retried.usage,
+            finish_reason: reply.finish_reason,
+            attempts: retried.attempts,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    /// `ChatMessage` serialises as `{"role": "system", "content": "…"}` already.
+    messages: &'a [ChatMessage],
+    temperature: f32,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat>,
+}
+
+#[derive(Serialize)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Debug)]
+struct Reply {
+    content: String,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Option<ChoiceMessage>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceMessage {
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UsageEnvelope {
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+}
+
+fn parse_reply(body: &[u8]) -> Result<Reply, LlmError> {
+    let response: ChatResponse = serde_json::from_slice(body).map_err(|error| transport::invalid_json(&error))?;
+    let Some(first_choice) = response.choices.into_iter().next() else {
+        return Err(LlmError::InvalidResponse("response has no choices".to_owned()));
+    };
+    let Some(content) = first_choice.message.and_then(|message| message.content) else {
+        return Err(LlmError::InvalidResponse("first choice has no message content".to_owned()));
+    };
+    Ok(Reply { content, finish_reason: first_choice.finish_reason })
+}
+
+/// Read separately from the reply, so odd usage fields never fail a good completion.
+fn parse_usage(body: &[u8]) -> Option<TokenUsage> {
+    let usage = serde_json::from_slice::<UsageEnvelope>(body).ok()?.usage?;
+    Some(TokenUsage {
+        prompt_tokens: usage.prompt_tokens.unwrap_or(0),
+        completion_tokens: usage.completion_tokens.unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_reads_the_first_choice() {
+        let body = br#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"[]"},"finish_reason":"stop"},
+            {"index":1,"message":{"role":"assistant","content":"other"}}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
+        let reply = parse_reply(body).expect("valid reply");
+        assert_eq!(reply.content, "[]");
+        assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(parse_usage(body), Some(TokenUsage { prompt_tokens: 12, completion_tokens: 3 }));
+    }
+
+    #[test]
+    fn replies_without_content_are_invalid() {
+        for body in [
+            r#"{"choices":[]}"#,
+            r#"{"choices":[{"message":{"role":"assistant","content":null},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[{"finish_reason":"stop"}]}"#,
+            r#"{"object":"error"}"#,
+            "<html>bad gateway</html>",
+        ] {
+            assert!(matches!(parse_reply(body.as_bytes()), Err(LlmError::InvalidResponse(_))), "{body}");
+        }
+    }
+
+    #[test]
+    fn odd_usage_is_ignored_not_fatal() {
+        let body = br#"{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":"many"}}"#;
+        assert_eq!(parse_reply(body).expect("valid reply").content, "ok");
+        assert_eq!(parse_usage(body), None);
+        assert_eq!(
+            parse_usage(br#"{"usage":{"prompt_tokens":4}}"#),
+            Some(TokenUsage { prompt_tokens: 4, completion_tokens: 0 })
+        );
+        assert_eq!(parse_usage(b"not json"), None);
+    }
+
+    #[test]
+    fn debug_output_hides_the_api_key() {
+        let config = OpenAiConfig {
+            base_url: DEFAULT_OPENAI_BASE_URL.into(),
+            api_key: Some("sk-secret".into()),
+            model: "gpt-4o-mini".into(),
+            timeout: Duration::from_secs(5),
+            retry: RetrySettings::default(),
+        };
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("sk-secret"), "{printed}");
+        assert!(printed.contains("<redacted>"), "{printed}");
+    }
+
+    #[test]
+    fn a_blank_model_is_refused() {
+        let config = OpenAiConfig {
+            base_url: DEFAULT_OPENAI_BASE_URL.into(),
+            api_key: None,
+            model: "  ".into(),
+            timeout: Duration::from_secs(5),
+            retry: RetrySettings::default(),
+        };
+        assert_eq!(OpenAiClient::new(config).err(), Some(LlmConfigError::MissingModel));
+    }
+}
