@@ -68,7 +68,7 @@ impl ExtractHandler {
         let owned: Vec<&Extraction> =
             extractions.iter().filter(|e| completed.contains(&e.claim.conversation_id)).collect();
         let pairs: Vec<(Uuid, Uuid)> = owned.iter().map(|e| (e.claim.npc_id, e.claim.player_id)).collect();
-        locks::lock_pairs(&mut transaction, &pairs).await?;
+        locks::lock_pairs(&mut transaction, locks::PairScope::Memories, &pairs).await?;
 
         let now = Utc::now();
         let mut rows = Vec::new();

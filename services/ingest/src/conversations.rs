@@ -119,7 +119,7 @@ impl ConversationHandler {
         // that share a pair from serialising on the whole transaction. Every batch takes
         // its locks in the same statement order, so waits cannot form a cycle.
         let pairs: Vec<(Uuid, Uuid)> = summaries.iter().map(|s| (s.npc_id, s.player_id)).collect();
-        locks::lock_pairs(&mut transaction, &pairs).await?;
+        locks::lock_pairs(&mut transaction, locks::PairScope::WorkingMemory, &pairs).await?;
         working_memory::record_batch(&mut transaction, &summaries).await?;
         transaction.commit().await?;
         Ok(tally)

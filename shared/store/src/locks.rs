@@ -9,8 +9,24 @@ use uuid::Uuid;
 use crate::error::StoreResult;
 
 /// Lock classes, the first key of the two-key advisory lock functions.
-const PAIR_LOCK_CLASS: i32 = 1;
 const PLAYER_LOCK_CLASS: i32 = 2;
+
+/// What a pair lock protects. Separate classes so that ingest trimming a pair's working
+/// memory and extract capping the same pair's memories do not wait for each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairScope {
+    WorkingMemory,
+    Memories,
+}
+
+impl PairScope {
+    fn class(self) -> i32 {
+        match self {
+            PairScope::WorkingMemory => 1,
+            PairScope::Memories => 3,
+        }
+    }
+}
 
 fn fold(value: u128) -> i32 {
     let folded = (value as u64) ^ ((value >> 64) as u64);
@@ -31,16 +47,17 @@ fn sorted_unique(mut keys: Vec<i32>) -> Vec<i32> {
     keys
 }
 
-/// Exclusive locks on the pairs, taken in key order so two batches cannot deadlock; held
-/// until the transaction ends. Ingest takes them before touching a pair's working memory.
-pub async fn lock_pairs(connection: &mut PgConnection, pairs: &[(Uuid, Uuid)]) -> StoreResult<()> {
+/// Exclusive locks on the pairs within `scope`, taken in key order so two batches cannot
+/// deadlock; held until the transaction ends. Ingest takes them before trimming working
+/// memory, extract before enforcing the memory caps.
+pub async fn lock_pairs(connection: &mut PgConnection, scope: PairScope, pairs: &[(Uuid, Uuid)]) -> StoreResult<()> {
     let keys = sorted_unique(pairs.iter().map(|(npc, player)| pair_key(*npc, *player)).collect());
     if keys.is_empty() {
         return Ok(());
     }
     // Volatile target-list functions run after ORDER BY, so the locks follow key order.
     sqlx::query("SELECT pg_advisory_xact_lock($1, key) FROM UNNEST($2::int4[]) AS key ORDER BY key")
-        .bind(PAIR_LOCK_CLASS)
+        .bind(scope.class())
         .bind(&keys)
         .execute(connection)
         .await?;

@@ -103,7 +103,7 @@ pub async fn enforce_cap(
 /// in the seed's eviction order (episodic: lowest salience; semantic: lowest confidence;
 /// procedural: lowest reinforcement_count; oldest first on ties) — one statement for the
 /// whole batch. Locked memories count towards the cap but are never evicted. The caller
-/// holds the pairs' locks. Returns the rows deleted.
+/// holds the pairs' locks (`PairScope::Memories`). Returns the rows deleted.
 pub async fn enforce_caps(
     connection: &mut PgConnection,
     pairs: &[(Uuid, Uuid)],

@@ -28,7 +28,7 @@ pub struct SummaryRow {
 
 /// Records the summaries, then trims every touched pair back to its newest
 /// `MAX_CONVERSATIONS_PER_PAIR` by `ended_at` (a late, older conversation is dropped).
-/// The caller must hold the pairs' locks ([`crate::locks::lock_pairs`]): two transactions
+/// The caller must hold the pairs' locks ([`crate::locks::lock_pairs`] with `PairScope::WorkingMemory`): two transactions
 /// trimming one pair at once would each keep their own newest three.
 pub async fn record_batch(connection: &mut PgConnection, summaries: &[NewSummary]) -> StoreResult<()> {
     if summaries.is_empty() {
