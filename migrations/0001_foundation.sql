@@ -27,11 +27,11 @@ CREATE TABLE conversations (
     ended_at         timestamptz NOT NULL,
     received_at      timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now()
-);
+) WITH (fillfactor = 70);
+-- fillfactor leaves room on each page so that extract's state changes (pending →
+-- extracting → complete) are HOT updates: no indexed column changes, so no index writes.
 CREATE INDEX conversations_pair_idx ON conversations (npc_id, player_id, ended_at DESC);
 CREATE INDEX conversations_player_idx ON conversations (player_id);
-CREATE INDEX conversations_open_state_idx ON conversations (state, updated_at)
-    WHERE state IN ('pending', 'extracting', 'storing', 'failed');
 
 -- Seed §Working Memory Buffer: the last 3 conversation summaries per pair, so an NPC
 -- remembers a conversation before extraction has finished.
