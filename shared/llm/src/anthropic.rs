@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
 use crate::retry::{self, RetrySettings};
-use crate::transport;
+use crate::transport::{self, ClientConfig};
 
 /// Used when `NPCMEM_LLM_BASE_URL` is not set.
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -20,31 +20,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// Separates several system messages in the one `system` field.
 const SYSTEM_SEPARATOR: &str = "\n\n";
 
-#[derive(Clone)]
-pub struct AnthropicConfig {
-    /// Without the version segment: `https://api.anthropic.com`. A trailing `/v1` is
-    /// accepted too, so the same `NPCMEM_LLM_BASE_URL` habit as for OpenAI works.
-    pub base_url: String,
-    /// Sent as `x-api-key` when set and not blank (a gateway in front may add it instead).
-    pub api_key: Option<String>,
-    pub model: String,
-    /// Bound on each HTTP attempt, reading the body included.
-    pub timeout: Duration,
-    pub retry: RetrySettings,
-}
-
-/// Hand-written so the API key never reaches a log.
-impl fmt::Debug for AnthropicConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("model", &self.model)
-            .field("timeout", &self.timeout)
-            .field("retry", &self.retry)
-            .finish()
-    }
-}
+/// `base_url` without the version segment (`https://api.anthropic.com`; a trailing `/v1`
+/// is accepted too); the key goes out as `x-api-key`.
+pub type AnthropicConfig = ClientConfig;
 
 #[derive(Clone)]
 pub struct AnthropicClient {

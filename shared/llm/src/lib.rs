@@ -22,4 +22,4 @@ pub use npcmem_core::extraction::prompt::{ChatMessage, ChatRole};
 pub use openai::{DEFAULT_OPENAI_BASE_URL, OpenAiClient, OpenAiConfig};
 pub use provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
 pub use retry::RetrySettings;
-pub use transport::install_crypto_provider;
+pub use transport::{ClientConfig, install_crypto_provider};

@@ -11,36 +11,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
 use crate::retry::{self, RetrySettings};
-use crate::transport;
+use crate::transport::{self, ClientConfig};
 
 /// Used when `NPCMEM_LLM_BASE_URL` is not set.
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
-#[derive(Clone)]
-pub struct OpenAiConfig {
-    /// Up to and including the version segment: `https://api.openai.com/v1`,
-    /// `http://127.0.0.1:8080/v1` (llama.cpp, vLLM), `http://127.0.0.1:11434/v1` (Ollama).
-    pub base_url: String,
-    /// Sent as `Authorization: Bearer …` when set and not blank; local servers need none.
-    pub api_key: Option<String>,
-    pub model: String,
-    /// Bound on each HTTP attempt, reading the body included.
-    pub timeout: Duration,
-    pub retry: RetrySettings,
-}
-
-/// Hand-written so the API key never reaches a log.
-impl fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("model", &self.model)
-            .field("timeout", &self.timeout)
-            .field("retry", &self.retry)
-            .finish()
-    }
-}
+/// `base_url` up to and including the version segment: `https://api.openai.com/v1`,
+/// `http://127.0.0.1:8080/v1` (llama.cpp, vLLM), `http://127.0.0.1:11434/v1` (Ollama);
+/// the key goes out as `Authorization: Bearer …` (local servers need none).
+pub type OpenAiConfig = ClientConfig;
 
 #[derive(Clone)]
 pub struct OpenAiClient {

@@ -151,3 +151,29 @@ mod tests {
         assert_eq!(body.chars().count(), MAX_ERROR_BODY_CHARS);
     }
 }
+
+/// What either client needs to reach its endpoint.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// The provider's base URL; see each client for whether it includes the version.
+    pub base_url: String,
+    /// Sent when set and not blank; local servers and gateways may need none.
+    pub api_key: Option<String>,
+    pub model: String,
+    /// Bound on each HTTP attempt, reading the body included.
+    pub timeout: std::time::Duration,
+    pub retry: crate::retry::RetrySettings,
+}
+
+/// Hand-written so the API key never reaches a log.
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
