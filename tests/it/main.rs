@@ -7,3 +7,4 @@ mod ingest_faults;
 mod nats_permissions;
 mod outbox_relay;
 mod service_http;
+mod store_queries;

@@ -203,22 +203,3 @@ pub async fn complete_extraction(
     .await?;
     Ok(completed)
 }
-
-/// Records a failed attempt (the job is retried until `MAX_EXTRACTION_ATTEMPTS`).
-pub async fn fail_extraction(
-    connection: &mut PgConnection,
-    conversation_id: Uuid,
-    attempt: i32,
-    error: &str,
-) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE conversations SET state = 'failed', error = $3, updated_at = now()
-         WHERE conversation_id = $1 AND state = 'extracting' AND attempts = $2",
-    )
-    .bind(conversation_id)
-    .bind(attempt)
-    .bind(error)
-    .execute(connection)
-    .await?;
-    Ok(())
-}
