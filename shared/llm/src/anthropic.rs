@@ -2,16 +2,12 @@
 //! travel in the top-level `system` field (the API has no system role); the reply is the
 //! concatenated text blocks.
 
-use std::fmt;
-use std::time::Duration;
-
 use npcmem_core::extraction::prompt::{ChatMessage, ChatRole};
-use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
 use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
-use crate::retry::{self, RetrySettings};
-use crate::transport::{self, ClientConfig};
+use crate::retry;
+use crate::transport::{self, ClientConfig, Connection};
 
 /// Used when `NPCMEM_LLM_BASE_URL` is not set.
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -24,55 +20,34 @@ const SYSTEM_SEPARATOR: &str = "\n\n";
 /// is accepted too); the key goes out as `x-api-key`.
 pub type AnthropicConfig = ClientConfig;
 
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AnthropicClient {
-    http: reqwest::Client,
-    endpoint: Url,
-    api_key: Option<String>,
-    model: String,
-    timeout: Duration,
-    retry: RetrySettings,
-}
-
-impl fmt::Debug for AnthropicClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicClient")
-            .field("endpoint", &self.endpoint.as_str())
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
+    connection: Connection,
 }
 
 impl AnthropicClient {
     /// Checks the configuration; makes no request.
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmConfigError> {
-        let model = config.model.trim().to_owned();
-        if model.is_empty() {
-            return Err(LlmConfigError::MissingModel);
-        }
-        let base_url = config.base_url.trim().trim_end_matches('/');
-        let base_url = base_url.strip_suffix("/v1").unwrap_or(base_url);
-        Ok(Self {
-            http: transport::http_client(config.timeout)?,
-            endpoint: transport::endpoint(base_url, "v1/messages")?,
-            api_key: config.api_key.filter(|key| !key.trim().is_empty()),
-            model,
-            timeout: config.timeout,
-            retry: config.retry,
-        })
+        let base_url = config.base_url.trim().trim_end_matches('/').to_owned();
+        let base_url = base_url.strip_suffix("/v1").unwrap_or(&base_url).to_owned();
+        Ok(Self { connection: Connection::new(config, &base_url, "v1/messages")? })
     }
-
     pub fn model(&self) -> &str {
-        &self.model
+        &self.connection.model
     }
 
     pub fn endpoint(&self) -> &str {
-        self.endpoint.as_str()
+        self.connection.endpoint.as_str()
     }
 
     fn request(&self, body: &MessagesRequest<'_>) -> reqwest::RequestBuilder {
-        let request = self.http.post(self.endpoint.clone()).header("anthropic-version", ANTHROPIC_VERSION).json(body);
-        match &self.api_key {
+        let request = self
+            .connection
+            .http
+            .post(self.connection.endpoint.clone())
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(body);
+        match &self.connection.api_key {
             Some(key) => request.header("x-api-key", key),
             None => request,
         }
@@ -86,10 +61,10 @@ impl LlmProvider for AnthropicClient {
 
     /// `options.json_mode` is ignored: the Messages API has no JSON switch, and the
     /// extraction prompt asks for JSON itself.
-    #[tracing::instrument(skip_all, fields(provider = "anthropic", model = %self.model))]
+    #[tracing::instrument(skip_all, fields(provider = "anthropic", model = %self.connection.model))]
     async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
-        let body = MessagesRequest::new(&self.model, messages, options);
-        let retried = retry::run(&self.retry, self.timeout, self.name(), || {
+        let body = MessagesRequest::new(&self.connection.model, messages, options);
+        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), || {
             transport::attempt(self.request(&body), parse_reply, parse_usage)
         })
         .await;
@@ -182,6 +157,10 @@ fn parse_usage(body: &[u8]) -> Option<TokenUsage> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use crate::retry::RetrySettings;
+
     use super::*;
 
     fn message(role: ChatRole, content: &str) -> ChatMessage {

@@ -2,16 +2,12 @@
 //! Sends only fields every compatible server understands, so the same client talks to
 //! OpenAI, vLLM, the llama.cpp server, Ollama (`…/v1`) and LM Studio.
 
-use std::fmt;
-use std::time::Duration;
-
 use npcmem_core::extraction::prompt::ChatMessage;
-use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
 use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
-use crate::retry::{self, RetrySettings};
-use crate::transport::{self, ClientConfig};
+use crate::retry;
+use crate::transport::{self, ClientConfig, Connection};
 
 /// Used when `NPCMEM_LLM_BASE_URL` is not set.
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -21,53 +17,28 @@ pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// the key goes out as `Authorization: Bearer …` (local servers need none).
 pub type OpenAiConfig = ClientConfig;
 
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiClient {
-    http: reqwest::Client,
-    endpoint: Url,
-    api_key: Option<String>,
-    model: String,
-    timeout: Duration,
-    retry: RetrySettings,
-}
-
-impl fmt::Debug for OpenAiClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiClient")
-            .field("endpoint", &self.endpoint.as_str())
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
+    connection: Connection,
 }
 
 impl OpenAiClient {
     /// Checks the configuration; makes no request.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmConfigError> {
-        let model = config.model.trim().to_owned();
-        if model.is_empty() {
-            return Err(LlmConfigError::MissingModel);
-        }
-        Ok(Self {
-            http: transport::http_client(config.timeout)?,
-            endpoint: transport::endpoint(&config.base_url, "chat/completions")?,
-            api_key: config.api_key.filter(|key| !key.trim().is_empty()),
-            model,
-            timeout: config.timeout,
-            retry: config.retry,
-        })
+        let base_url = config.base_url.clone();
+        Ok(Self { connection: Connection::new(config, &base_url, "chat/completions")? })
     }
-
     pub fn model(&self) -> &str {
-        &self.model
+        &self.connection.model
     }
 
     pub fn endpoint(&self) -> &str {
-        self.endpoint.as_str()
+        self.connection.endpoint.as_str()
     }
 
     fn request(&self, body: &ChatRequest<'_>) -> reqwest::RequestBuilder {
-        let request = self.http.post(self.endpoint.clone()).json(body);
-        match &self.api_key {
+        let request = self.connection.http.post(self.connection.endpoint.clone()).json(body);
+        match &self.connection.api_key {
             Some(key) => request.bearer_auth(key),
             None => request,
         }
@@ -79,16 +50,16 @@ impl LlmProvider for OpenAiClient {
         "openai"
     }
 
-    #[tracing::instrument(skip_all, fields(provider = "openai", model = %self.model))]
+    #[tracing::instrument(skip_all, fields(provider = "openai", model = %self.connection.model))]
     async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
         let body = ChatRequest {
-            model: &self.model,
+            model: &self.connection.model,
             messages,
             temperature: options.temperature,
             max_tokens: options.max_tokens,
             response_format: options.json_mode.then_some(ResponseFormat { kind: "json_object" }),
         };
-        let retried = retry::run(&self.retry, self.timeout, self.name(), || {
+        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), || {
             transport::attempt(self.request(&body), parse_reply, parse_usage)
         })
         .await;
@@ -174,6 +145,10 @@ fn parse_usage(body: &[u8]) -> Option<TokenUsage> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use crate::retry::RetrySettings;
+
     use super::*;
 
     #[test]

@@ -177,3 +177,47 @@ impl std::fmt::Debug for ClientConfig {
             .finish()
     }
 }
+
+/// A client's validated settings: what both providers hold and use the same way.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    pub(crate) http: reqwest::Client,
+    pub(crate) endpoint: reqwest::Url,
+    pub(crate) api_key: Option<String>,
+    pub(crate) model: String,
+    pub(crate) timeout: std::time::Duration,
+    pub(crate) retry: crate::retry::RetrySettings,
+}
+
+impl Connection {
+    /// Checks the configuration (a model is required; a blank key counts as none) and
+    /// builds the HTTP client for `base_url` + `path`; makes no request.
+    pub(crate) fn new(
+        config: ClientConfig,
+        base_url: &str,
+        path: &str,
+    ) -> Result<Self, crate::provider::LlmConfigError> {
+        let model = config.model.trim().to_owned();
+        if model.is_empty() {
+            return Err(crate::provider::LlmConfigError::MissingModel);
+        }
+        Ok(Self {
+            http: http_client(config.timeout)?,
+            endpoint: endpoint(base_url, path)?,
+            api_key: config.api_key.filter(|key| !key.trim().is_empty()),
+            model,
+            timeout: config.timeout,
+            retry: config.retry,
+        })
+    }
+}
+
+/// Shows where it talks to, never the key.
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("endpoint", &self.endpoint.as_str())
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
