@@ -2,6 +2,7 @@
 //! prefixes of its own per test.
 
 mod extract;
+mod extract_llm;
 mod ingest;
 mod ingest_faults;
 mod nats_permissions;

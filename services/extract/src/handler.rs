@@ -1,18 +1,24 @@
 //! The `job.extract` batch handler.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{NaiveDate, Utc};
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
 use npcmem_core::extraction::ExtractedMemory;
+use npcmem_core::extraction::prompt::extraction_messages;
 use npcmem_core::extraction::rules::RulesExtractor;
 use npcmem_core::extraction::safety::{SafetyContext, SafetyFilter};
 use npcmem_core::memory::{MemoryType, SafetyFlag, SalienceInputs, compute_salience, round3};
+use npcmem_core::tokens::count_chat_tokens;
 use npcmem_core::validate::decode_message;
 use npcmem_core::wire::{
     CacheInvalidate, ConversationEnded, ExtractJob, ExtractorKind, MemoryStored, NpcInfo, PlayerInfo, SCHEMA_VERSION,
     StoredMemory, TranscriptMessage,
 };
+use npcmem_store::budgets::{self, NpcSettlement};
 use npcmem_store::conversations::{self, ClaimedConversation};
 use npcmem_store::memories::{self, AuditEntry, NewMemory};
 use npcmem_store::outbox::{self, OutboxMessage};
@@ -20,6 +26,8 @@ use npcmem_store::{PgPool, StoreError, locks};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
+use crate::budget::budget_day;
+use crate::llm::{LlmExtractor, Prompt};
 use crate::metrics::ExtractMetrics;
 
 /// Jobs are tiny; anything larger is not a job.
@@ -30,6 +38,16 @@ pub struct ExtractHandler {
     nats: async_nats::Client,
     topology: Topology,
     metrics: ExtractMetrics,
+    /// None: the rules extractor for every conversation (`NPCMEM_LLM_PROVIDER=rules`).
+    llm: Option<Arc<LlmExtractor>>,
+    /// How often jobs waiting on LLM calls tell JetStream they are still being worked on.
+    progress_interval: Duration,
+}
+
+/// What the store transaction settles of the per-NPC budgets.
+struct Settlements {
+    day: NaiveDate,
+    npcs: Vec<NpcSettlement>,
 }
 
 /// One conversation's extraction result, ready to store.
@@ -48,19 +66,138 @@ struct Reviewed {
 }
 
 impl ExtractHandler {
-    pub fn new(pool: PgPool, nats: async_nats::Client, topology: Topology, metrics: ExtractMetrics) -> Self {
-        Self { pool, nats, topology, metrics }
+    pub fn new(
+        pool: PgPool,
+        nats: async_nats::Client,
+        topology: Topology,
+        metrics: ExtractMetrics,
+        llm: Option<Arc<LlmExtractor>>,
+        ack_wait: Duration,
+    ) -> Self {
+        // Three progress acks per ack_wait: one lost ack does not let the job be redelivered.
+        let progress_interval = (ack_wait / 3).max(Duration::from_millis(100));
+        Self { pool, nats, topology, metrics, llm, progress_interval }
     }
 
-    async fn claim(&self, conversation_ids: &[Uuid]) -> Result<Vec<ClaimedConversation>, StoreError> {
-        let mut connection = self.pool.acquire().await?;
-        conversations::claim_for_extraction(&mut connection, conversation_ids).await
+    /// The rules path: claim, extract on the blocking pool, store.
+    async fn handle_with_rules(&self, conversation_ids: &[Uuid]) -> Result<(), String> {
+        let claims = {
+            let mut connection = self.pool.acquire().await.map_err(|e| e.to_string())?;
+            conversations::claim_for_extraction(&mut connection, conversation_ids).await.map_err(|e| e.to_string())?
+        };
+        debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
+        let extractions = tokio::task::spawn_blocking(move || {
+            claims.into_iter().map(|claim| extract_with(claim, None)).collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let pairs = self.store(&extractions, None).await.map_err(|e| e.to_string())?;
+        self.invalidate_caches(&pairs).await;
+        Ok(())
     }
 
-    /// Stores every extraction whose claim still holds, in one transaction; returns the
-    /// pairs touched so their caches can be invalidated.
-    async fn store(&self, extractions: &[Extraction]) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+    /// The LLM path: claim and reserve budget in one transaction, call the model for the
+    /// conversations the budget pays for (at most K at a time, telling JetStream the jobs
+    /// are in progress), fall back to rules for the others and for failed calls, store.
+    async fn handle_with_llm(
+        &self,
+        llm: &LlmExtractor,
+        conversation_ids: &[Uuid],
+        batch: &[Delivery],
+    ) -> Result<(), String> {
+        let now = Utc::now();
+        let day = budget_day(now);
+        let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
+        let claims =
+            conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
+        debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
+        let output_cap = llm.output_cap();
+        let prompts: Vec<Prompt> = claims
+            .iter()
+            .map(|claim| {
+                let messages = extraction_messages(&conversation_of(claim));
+                let tokens_per_attempt = count_chat_tokens(&messages) as i64 + output_cap;
+                Prompt { npc_id: claim.npc_id, messages, tokens_per_attempt }
+            })
+            .collect();
+        let routes = llm.plan(&mut transaction, now, day, &prompts).await.map_err(|e| e.to_string())?;
+        if let Err(error) = transaction.commit().await {
+            llm.release(&routes).await;
+            return Err(error.to_string());
+        }
+        let calls = futures::future::join_all(prompts.iter().zip(&routes).map(|(prompt, route)| async move {
+            match route {
+                Ok(reservation) => Some(llm.call(prompt, *reservation).await),
+                Err(_) => None,
+            }
+        }));
+        let outcomes = self.with_progress(batch, calls).await;
+
+        let mut per_npc: BTreeMap<Uuid, NpcSettlement> = BTreeMap::new();
+        let mut results = Vec::with_capacity(claims.len());
+        for ((claim, route), outcome) in claims.into_iter().zip(routes).zip(outcomes) {
+            let memories = match (route, outcome) {
+                (Err(fallback), _) => Err(fallback),
+                (Ok(_), Some(outcome)) => {
+                    let settlement = outcome.settlement;
+                    let total = per_npc.entry(settlement.npc_id).or_insert(NpcSettlement {
+                        npc_id: settlement.npc_id,
+                        reserved: 0,
+                        charged: 0,
+                        calls: 0,
+                    });
+                    total.reserved += settlement.reserved;
+                    total.charged += settlement.charged;
+                    total.calls += settlement.calls;
+                    self.metrics.llm_tokens(settlement.charged);
+                    outcome.memories
+                }
+                (Ok(_), None) => unreachable!("every paid route was called"),
+            };
+            if let Err(fallback) = &memories {
+                self.metrics.fallback(fallback.label());
+            }
+            results.push((claim, memories.ok()));
+        }
+        let extractions = tokio::task::spawn_blocking(move || {
+            results.into_iter().map(|(claim, memories)| extract_with(claim, memories)).collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let settlements = Settlements { day, npcs: per_npc.into_values().collect() };
+        let pairs = self.store(&extractions, Some(&settlements)).await.map_err(|e| e.to_string())?;
+        self.invalidate_caches(&pairs).await;
+        Ok(())
+    }
+
+    /// Runs `work`, sending an in-progress ack for every job of `batch` each
+    /// `progress_interval`, so long LLM calls do not outlive `ack_wait`.
+    async fn with_progress<T>(&self, batch: &[Delivery], work: impl Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        let start = tokio::time::Instant::now() + self.progress_interval;
+        let mut ticker = tokio::time::interval_at(start, self.progress_interval);
+        loop {
+            tokio::select! {
+                output = &mut work => return output,
+                _ = ticker.tick() => {
+                    futures::future::join_all(batch.iter().map(Delivery::in_progress)).await;
+                }
+            }
+        }
+    }
+
+    /// Stores every extraction whose claim still holds, in one transaction, with the
+    /// per-NPC budget settlements; returns the pairs touched so their caches can be
+    /// invalidated.
+    async fn store(
+        &self,
+        extractions: &[Extraction],
+        settlements: Option<&Settlements>,
+    ) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
         let mut transaction = self.pool.begin().await?;
+        if let Some(settlements) = settlements {
+            budgets::settle_npcs(&mut transaction, settlements.day, &settlements.npcs).await?;
+        }
         let claims: Vec<(Uuid, i32, &str)> =
             extractions.iter().map(|e| (e.claim.conversation_id, e.claim.attempts, e.extractor.as_str())).collect();
         let completed: BTreeSet<Uuid> =
@@ -182,37 +319,16 @@ impl BatchHandler for ExtractHandler {
         if conversation_ids.is_empty() {
             return dispositions;
         }
-        let retry_all = |dispositions: &mut Vec<Disposition>, reason: String| {
+        // Complete, skipped and forgotten conversations are not claimed: their jobs are
+        // simply acknowledged (a redelivered job does no work, calls no model, writes nothing).
+        let outcome = match &self.llm {
+            None => self.handle_with_rules(&conversation_ids).await,
+            Some(llm) => self.handle_with_llm(llm, &conversation_ids, batch).await,
+        };
+        if let Err(reason) = outcome {
+            warn!(%reason, "extraction batch failed, will retry");
             for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
                 *disposition = Disposition::Retry(reason.clone());
-            }
-        };
-        // Complete, skipped and forgotten conversations are not claimed: their jobs are
-        // simply acknowledged (a redelivered job does no work and writes nothing).
-        let claims = match self.claim(&conversation_ids).await {
-            Ok(claims) => claims,
-            Err(error) => {
-                warn!(%error, "claiming conversations failed, will retry");
-                retry_all(&mut dispositions, error.to_string());
-                return dispositions;
-            }
-        };
-        debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
-        let extractions =
-            match tokio::task::spawn_blocking(move || claims.into_iter().map(extract_rules).collect()).await {
-                Ok(extractions) => extractions,
-                Err(error) => {
-                    warn!(%error, "extraction task failed, will retry");
-                    retry_all(&mut dispositions, error.to_string());
-                    return dispositions;
-                }
-            };
-        let extractions: Vec<Extraction> = extractions;
-        match self.store(&extractions).await {
-            Ok(pairs) => self.invalidate_caches(&pairs).await,
-            Err(error) => {
-                warn!(%error, "storing memories failed, will retry");
-                retry_all(&mut dispositions, error.to_string());
             }
         }
         dispositions
@@ -242,17 +358,20 @@ fn conversation_of(claim: &ClaimedConversation) -> ConversationEnded {
     }
 }
 
-/// The rules extractor followed by the safety filter (seed §Defense-in-Depth): every
+/// The model's memories, or the rules extractor's when there are none (`None`: not
+/// asked, or it failed), followed by the safety filter (seed §Defense-in-Depth): every
 /// memory comes from a player conversation, so all are player-sourced.
-fn extract_rules(claim: ClaimedConversation) -> Extraction {
-    let conversation = conversation_of(&claim);
+fn extract_with(claim: ClaimedConversation, from_llm: Option<Vec<ExtractedMemory>>) -> Extraction {
+    let (extractor, extracted) = match from_llm {
+        Some(memories) => (ExtractorKind::Llm, memories),
+        None => (ExtractorKind::Rules, RulesExtractor::shared().extract(&conversation_of(&claim))),
+    };
     let context = SafetyContext {
         player_name: claim.player_name.clone(),
         npc_name: claim.npc_name.clone(),
         player_sourced: true,
     };
-    let memories = RulesExtractor::shared()
-        .extract(&conversation)
+    let memories = extracted
         .into_iter()
         .map(|memory| {
             let original_importance = memory.importance;
@@ -266,7 +385,7 @@ fn extract_rules(claim: ClaimedConversation) -> Extraction {
             }
         })
         .collect();
-    Extraction { claim, extractor: ExtractorKind::Rules, memories }
+    Extraction { claim, extractor, memories }
 }
 
 /// `event.memory.stored` (DESIGN §3), `Nats-Msg-Id` = event_id.

@@ -12,6 +12,8 @@ pub struct ExtractMetrics {
     safety_flags: Family<Labels, Counter>,
     memories_stored: Family<Labels, Counter>,
     memories_evicted: Counter,
+    fallbacks: Family<Labels, Counter>,
+    llm_tokens: Counter,
 }
 
 impl ExtractMetrics {
@@ -29,7 +31,25 @@ impl ExtractMetrics {
             "Memories evicted by the growth caps",
             metrics.memories_evicted.clone(),
         );
+        registry.register(
+            "npcmem_extraction_fallbacks",
+            "Conversations the rules extractor took over from the LLM, by reason",
+            metrics.fallbacks.clone(),
+        );
+        registry.register(
+            "npcmem_llm_extraction_tokens",
+            "Tokens charged to the budgets for LLM extraction calls",
+            metrics.llm_tokens.clone(),
+        );
         metrics
+    }
+
+    pub fn fallback(&self, reason: &str) {
+        self.fallbacks.get_or_create(&vec![("reason".into(), reason.into())]).inc();
+    }
+
+    pub fn llm_tokens(&self, tokens: i64) {
+        self.llm_tokens.inc_by(tokens.max(0) as u64);
     }
 
     pub fn extraction(&self, status: &str, extractor: &str) {

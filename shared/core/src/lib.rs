@@ -5,6 +5,7 @@
 //! - [`redact`]: real-world PII redaction of text and raw bytes.
 //! - [`memory`]: memory kinds, salience, growth caps, rounding.
 //! - [`summary`]: working-memory summaries of conversations.
+//! - [`tokens`]: BPE token counts for budgets.
 //!
 //! This crate must stay pure: no I/O, no tokio, no NATS, no SQL, no clock reads (callers
 //! pass `now`). That keeps every rule unit-testable and usable from any service, the
@@ -14,6 +15,7 @@ pub mod extraction;
 pub mod memory;
 pub mod redact;
 pub mod summary;
+pub mod tokens;
 pub mod validate;
 pub mod wire;
 

@@ -5,7 +5,7 @@
 use npcmem_core::extraction::prompt::{ChatMessage, ChatRole};
 use serde::{Deserialize, Serialize};
 
-use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
+use crate::provider::{AttemptGate, Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
 use crate::retry;
 use crate::transport::{self, ClientConfig, Connection};
 
@@ -62,9 +62,14 @@ impl LlmProvider for AnthropicClient {
     /// `options.json_mode` is ignored: the Messages API has no JSON switch, and the
     /// extraction prompt asks for JSON itself.
     #[tracing::instrument(skip_all, fields(provider = "anthropic", model = %self.connection.model))]
-    async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
+    async fn complete_gated<G: AttemptGate>(
+        &self,
+        messages: &[ChatMessage],
+        options: &CompletionOptions,
+        gate: &G,
+    ) -> Result<Completion, LlmError> {
         let body = MessagesRequest::new(&self.connection.model, messages, options);
-        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), || {
+        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), gate, || {
             transport::attempt(self.request(&body), parse_reply, parse_usage)
         })
         .await;

@@ -5,7 +5,7 @@ use npcmem_core::extraction::prompt::ChatMessage;
 
 use crate::anthropic::AnthropicClient;
 use crate::openai::OpenAiClient;
-use crate::provider::{Completion, CompletionOptions, LlmError, LlmProvider};
+use crate::provider::{AttemptGate, Completion, CompletionOptions, LlmError, LlmProvider};
 
 #[derive(Debug, Clone)]
 pub enum LlmClient {
@@ -42,10 +42,15 @@ impl LlmProvider for LlmClient {
         }
     }
 
-    async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
+    async fn complete_gated<G: AttemptGate>(
+        &self,
+        messages: &[ChatMessage],
+        options: &CompletionOptions,
+        gate: &G,
+    ) -> Result<Completion, LlmError> {
         match self {
-            LlmClient::OpenAi(client) => client.complete(messages, options).await,
-            LlmClient::Anthropic(client) => client.complete(messages, options).await,
+            LlmClient::OpenAi(client) => client.complete_gated(messages, options, gate).await,
+            LlmClient::Anthropic(client) => client.complete_gated(messages, options, gate).await,
         }
     }
 }

@@ -10,6 +10,8 @@
 pub mod anthropic;
 pub mod breaker;
 pub mod client;
+#[cfg(feature = "mock")]
+pub mod mock;
 pub mod openai;
 pub mod provider;
 pub mod retry;
@@ -20,6 +22,8 @@ pub use breaker::{BreakerMetrics, BreakerSettings, BreakerState, CircuitBreaker}
 pub use client::LlmClient;
 pub use npcmem_core::extraction::prompt::{ChatMessage, ChatRole};
 pub use openai::{DEFAULT_OPENAI_BASE_URL, OpenAiClient, OpenAiConfig};
-pub use provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
+pub use provider::{
+    AttemptGate, Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage, Ungated,
+};
 pub use retry::RetrySettings;
 pub use transport::{ClientConfig, install_crypto_provider};

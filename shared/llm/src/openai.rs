@@ -5,7 +5,7 @@
 use npcmem_core::extraction::prompt::ChatMessage;
 use serde::{Deserialize, Serialize};
 
-use crate::provider::{Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
+use crate::provider::{AttemptGate, Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
 use crate::retry;
 use crate::transport::{self, ClientConfig, Connection};
 
@@ -51,7 +51,12 @@ impl LlmProvider for OpenAiClient {
     }
 
     #[tracing::instrument(skip_all, fields(provider = "openai", model = %self.connection.model))]
-    async fn complete(&self, messages: &[ChatMessage], options: &CompletionOptions) -> Result<Completion, LlmError> {
+    async fn complete_gated<G: AttemptGate>(
+        &self,
+        messages: &[ChatMessage],
+        options: &CompletionOptions,
+        gate: &G,
+    ) -> Result<Completion, LlmError> {
         let body = ChatRequest {
             model: &self.connection.model,
             messages,
@@ -59,7 +64,7 @@ impl LlmProvider for OpenAiClient {
             max_tokens: options.max_tokens,
             response_format: options.json_mode.then_some(ResponseFormat { kind: "json_object" }),
         };
-        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), || {
+        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), gate, || {
             transport::attempt(self.request(&body), parse_reply, parse_usage)
         })
         .await;

@@ -61,11 +61,39 @@ pub trait LlmProvider: Send + Sync {
     /// Short, stable name for logs and metric labels (`"openai"`, `"anthropic"`).
     fn name(&self) -> &str;
 
+    /// Like [`LlmProvider::complete`], but asks `gate` before every retry, so a caller
+    /// whose budget pays per HTTP attempt can stop a call it cannot pay for.
+    fn complete_gated<G: AttemptGate>(
+        &self,
+        messages: &[ChatMessage],
+        options: &CompletionOptions,
+        gate: &G,
+    ) -> impl Future<Output = Result<Completion, LlmError>> + Send;
+
+    /// One call with every retry the [`crate::RetrySettings`] allow.
     fn complete(
         &self,
         messages: &[ChatMessage],
         options: &CompletionOptions,
-    ) -> impl Future<Output = Result<Completion, LlmError>> + Send;
+    ) -> impl Future<Output = Result<Completion, LlmError>> + Send {
+        self.complete_gated(messages, options, &Ungated)
+    }
+}
+
+/// Consulted before attempt 2, 3, … of a call (the caller paid for the first one before
+/// calling). `false` ends the call with the last attempt's error, without waiting.
+pub trait AttemptGate: Send + Sync {
+    fn admit_retry(&self, attempt: u32) -> impl Future<Output = bool> + Send;
+}
+
+/// Admits every retry.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ungated;
+
+impl AttemptGate for Ungated {
+    async fn admit_retry(&self, _attempt: u32) -> bool {
+        true
+    }
 }
 
 /// Every way an LLM call can fail. [`LlmError::is_retryable`] decides once whether

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use reqwest::header::HeaderMap;
 use tracing::warn;
 
-use crate::provider::{LlmError, TokenUsage};
+use crate::provider::{AttemptGate, LlmError, TokenUsage};
 
 /// ± fraction of random jitter on backoff delays, so replicas that failed together do
 /// not retry together. `Retry-After` waits are exact.
@@ -64,17 +64,19 @@ pub(crate) struct Retried<T> {
     pub usage: TokenUsage,
 }
 
-/// Runs `attempt` until it succeeds, fails permanently, or `max_attempts` are spent.
-/// Each attempt is cut off after `timeout` (→ [`LlmError::Timeout`]).
-pub(crate) async fn run<T, F, Fut>(
+/// Runs `attempt` until it succeeds, fails permanently, `max_attempts` are spent, or
+/// `gate` refuses a retry. Each attempt is cut off after `timeout` (→ [`LlmError::Timeout`]).
+pub(crate) async fn run<T, F, Fut, G>(
     settings: &RetrySettings,
     timeout: Duration,
     provider: &str,
+    gate: &G,
     mut attempt: F,
 ) -> Retried<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Attempt<T>>,
+    G: AttemptGate,
 {
     let max_attempts = settings.max_attempts.max(1);
     let mut schedule = BackoffSchedule::new(settings);
@@ -93,7 +95,7 @@ where
             Ok(value) => return Retried { result: Ok(value), attempts: attempts_made, usage },
             Err(error) => error,
         };
-        if !error.is_retryable() || attempts_made >= max_attempts {
+        if !error.is_retryable() || attempts_made >= max_attempts || !gate.admit_retry(attempts_made + 1).await {
             return Retried { result: Err(error), attempts: attempts_made, usage };
         }
         let backoff_delay = schedule.next_delay();
@@ -169,6 +171,7 @@ fn parse_non_negative_number(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Ungated;
     use reqwest::header::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -246,7 +249,7 @@ mod tests {
         };
         let started = tokio::time::Instant::now();
         let mut calls = 0;
-        let retried: Retried<()> = run(&settings, Duration::from_secs(1), "test", || {
+        let retried: Retried<()> = run(&settings, Duration::from_secs(1), "test", &Ungated, || {
             calls += 1;
             let usage = Some(TokenUsage { prompt_tokens: 1, completion_tokens: 0 });
             async move {
@@ -269,8 +272,37 @@ mod tests {
     async fn zero_max_attempts_still_tries_once() {
         let settings = RetrySettings { max_attempts: 0, ..RetrySettings::default() };
         let retried: Retried<u8> =
-            run(&settings, Duration::from_secs(1), "test", || async { Attempt::failed(LlmError::Timeout) }).await;
+            run(&settings, Duration::from_secs(1), "test", &Ungated, || async { Attempt::failed(LlmError::Timeout) })
+                .await;
         assert_eq!(retried.attempts, 1);
         assert_eq!(retried.result, Err(LlmError::Timeout));
+    }
+
+    /// Admits `allowed` retries, then refuses; records what it was asked.
+    struct CountingGate {
+        allowed: u32,
+        asked: std::sync::Mutex<Vec<u32>>,
+    }
+
+    impl AttemptGate for CountingGate {
+        async fn admit_retry(&self, attempt: u32) -> bool {
+            let mut asked = self.asked.lock().expect("not poisoned");
+            asked.push(attempt);
+            asked.len() as u32 <= self.allowed
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusing_gate_stops_retries_without_waiting() {
+        let settings = RetrySettings { max_attempts: 5, ..RetrySettings::default() };
+        let gate = CountingGate { allowed: 1, asked: Default::default() };
+        let started = tokio::time::Instant::now();
+        let retried: Retried<u8> = run(&settings, Duration::from_secs(1), "test", &gate, || async {
+            Attempt::failed(LlmError::Server { status: 503 })
+        })
+        .await;
+        assert_eq!(retried.attempts, 2, "one admitted retry");
+        assert_eq!(*gate.asked.lock().expect("not poisoned"), vec![2, 3]);
+        assert!(started.elapsed() < Duration::from_secs(1), "no backoff after the refusal");
     }
 }

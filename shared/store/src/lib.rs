@@ -3,6 +3,7 @@
 //! the row types it reads and writes; queries are parameterised and checked by the
 //! integration tests that run them. Depends on `npcmem-core` only, never on NATS.
 
+pub mod budgets;
 pub mod conversations;
 pub mod error;
 pub mod factions;
