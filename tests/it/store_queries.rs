@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use chrono::DurationRound;
+
 use npcmem_store::factions::{self, Side};
 use npcmem_tests::fixtures::{self, Pair};
 use npcmem_tests::{TestEnv, wait_until};
@@ -60,5 +62,86 @@ async fn a_forgotten_players_older_conversation_is_refused_and_factions_are_reco
     assert_eq!(states, vec![("pending".to_string(), 1), ("skipped".to_string(), 1)]);
     drop(connection);
     ingest.stop().await;
+    env.cleanup().await;
+}
+
+/// 40 leases of 700 racing over 10,000 tokens on 40 connections: the grants never add up
+/// to more than the limit, and the last ones get what is left (if it covers `need`).
+#[tokio::test]
+async fn racing_global_leases_never_pass_the_daily_limit() {
+    use npcmem_store::budgets;
+    let env = TestEnv::new().await;
+    let day = chrono::Utc::now().date_naive();
+    let tasks: Vec<_> = (0..40)
+        .map(|_| {
+            let pool = env.pool.clone();
+            tokio::spawn(async move {
+                let mut connection = pool.acquire().await.expect("a connection");
+                budgets::lease_global(&mut connection, day, 700, 300, 10_000).await.expect("lease runs")
+            })
+        })
+        .collect();
+    let mut granted = Vec::new();
+    for task in tasks {
+        granted.push(task.await.expect("the task finishes"));
+    }
+    let total: i64 = granted.iter().sum();
+    assert!(total <= 10_000, "granted {total}");
+    assert!(total > 10_000 - 300, "only less than `need` stays unleased: {total}");
+    assert!(granted.iter().all(|g| *g == 0 || *g >= 300), "{granted:?}");
+    let mut connection = env.pool.acquire().await.expect("a connection");
+    budgets::release_global(&mut connection, day, 1_000, 5_000, 7).await.expect("release runs");
+    let rows = budgets::usage(&mut connection, day).await.expect("usage reads");
+    assert_eq!(
+        (rows[0].scope.as_str(), rows[0].reserved, rows[0].spent, rows[0].calls),
+        ("global", total - 1_000, 5_000, 7)
+    );
+    drop(connection);
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn npc_reservations_are_all_or_nothing_per_npc_and_settle_to_the_real_cost() {
+    use npcmem_store::budgets::{self, NpcSettlement};
+    let env = TestEnv::new().await;
+    let day = chrono::Utc::now().date_naive();
+    let (rich, poor) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut connection = env.pool.acquire().await.expect("a connection");
+    let granted = budgets::reserve_npcs(&mut connection, day, &[(rich, 600), (poor, 900)], 1_000).await.unwrap();
+    assert_eq!(granted.len(), 2);
+    let granted = budgets::reserve_npcs(&mut connection, day, &[(rich, 300), (poor, 300)], 1_000).await.unwrap();
+    assert_eq!(granted, vec![rich], "poor has 100 left, not 300");
+    budgets::settle_npcs(
+        &mut connection,
+        day,
+        &[NpcSettlement { npc_id: rich, reserved: 900, charged: 400, calls: 2 }],
+    )
+    .await
+    .unwrap();
+    let rows = budgets::usage(&mut connection, day).await.unwrap();
+    let rich_row = rows.iter().find(|row| row.npc_id == rich).expect("rich's row");
+    assert_eq!((rich_row.reserved, rich_row.spent, rich_row.calls), (400, 400, 2));
+    let granted = budgets::reserve_npcs(&mut connection, day, &[(rich, 600)], 1_000).await.unwrap();
+    assert_eq!(granted, vec![rich], "settling below the reservation freed tokens");
+    drop(connection);
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_request_rate_is_a_sliding_minute_shared_by_every_caller() {
+    use npcmem_store::budgets::{self, EXTRACTION_RATE};
+    let env = TestEnv::new().await;
+    let mut connection = env.pool.acquire().await.expect("a connection");
+    let minute = chrono::Utc::now().duration_trunc(chrono::TimeDelta::minutes(1)).unwrap();
+    let at = |seconds: i64| minute + chrono::TimeDelta::seconds(seconds);
+    // 10 per minute: 6 then 6 in the same window → 6 and 4.
+    assert_eq!(budgets::grant_requests(&mut connection, EXTRACTION_RATE, at(10), 6, 10).await.unwrap(), 6);
+    assert_eq!(budgets::grant_requests(&mut connection, EXTRACTION_RATE, at(20), 6, 10).await.unwrap(), 4);
+    assert_eq!(budgets::grant_requests(&mut connection, EXTRACTION_RATE, at(30), 1, 10).await.unwrap(), 0);
+    // 15 s into the next window, 75 % of the previous 10 still count: 2 fit.
+    assert_eq!(budgets::grant_requests(&mut connection, EXTRACTION_RATE, at(75), 5, 10).await.unwrap(), 2);
+    // Two windows later the old ones no longer count.
+    assert_eq!(budgets::grant_requests(&mut connection, EXTRACTION_RATE, at(185), 20, 10).await.unwrap(), 10);
+    drop(connection);
     env.cleanup().await;
 }

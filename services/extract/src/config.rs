@@ -178,12 +178,16 @@ impl ExtractConfig {
         }
     }
 
-    /// With an LLM, enough batches are pulled at once that K calls can be in flight while
-    /// a finished batch commits.
+    /// With an LLM, jobs are pulled in batches of about K/4 and enough of them are handled
+    /// at once that K calls stay in flight even when JetStream delivers short batches
+    /// and while finished batches commit. A batch is done when its slowest call is, so
+    /// smaller batches also keep one slow reply from holding many finished jobs back.
     pub fn consumer_settings(&self) -> ConsumerSettings {
         let mut settings = self.common.consumer_settings();
         if self.llm.llm_provider != LlmProvider::Rules {
-            let batches_for_k = self.llm.extract_in_flight.div_ceil(settings.batch_size.max(1)) + 1;
+            let in_flight = self.llm.extract_in_flight;
+            settings.batch_size = settings.batch_size.min((in_flight / 4).max(8));
+            let batches_for_k = in_flight.div_ceil(settings.batch_size) + 2;
             settings.concurrency = settings.concurrency.max(batches_for_k);
         }
         settings

@@ -3,7 +3,10 @@
 //! provider reports, so a different tokenizer on the provider's side only shifts the
 //! settlement, never the accounting.
 
-use crate::extraction::prompt::ChatMessage;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+
+use crate::extraction::prompt::{ChatMessage, ChatRole};
 
 /// OpenAI's chat format spends about this many tokens per message on role and
 /// separators, plus [`REPLY_PRIMING_TOKENS`] once to prime the reply.
@@ -18,14 +21,39 @@ pub fn count_tokens(text: &str) -> usize {
 
 /// Tokens a chat request with these messages sends as its prompt.
 pub fn count_chat_tokens(messages: &[ChatMessage]) -> usize {
-    messages.iter().map(|message| TOKENS_PER_MESSAGE + count_tokens(&message.content)).sum::<usize>()
+    messages
+        .iter()
+        .map(|message| {
+            TOKENS_PER_MESSAGE
+                + match message.role {
+                    ChatRole::System => count_system_prompt(&message.content),
+                    ChatRole::User | ChatRole::Assistant => count_tokens(&message.content),
+                }
+        })
+        .sum::<usize>()
         + REPLY_PRIMING_TOKENS
+}
+
+/// The system prompt (with its few-shot examples, ~600 tokens) is the same on every
+/// call: its count is remembered instead of re-encoded per conversation.
+fn count_system_prompt(content: &str) -> usize {
+    static LAST: Mutex<Option<(u64, usize)>> = Mutex::new(None);
+    let mut hasher = DefaultHasher::new();
+    content.hash(&mut hasher);
+    let key = hasher.finish();
+    if let Some((cached_key, count)) = *LAST.lock().unwrap_or_else(|poison| poison.into_inner())
+        && cached_key == key
+    {
+        return count;
+    }
+    let count = count_tokens(content);
+    *LAST.lock().unwrap_or_else(|poison| poison.into_inner()) = Some((key, count));
+    count
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extraction::prompt::ChatRole;
 
     #[test]
     fn counts_match_the_published_cl100k_encoding() {
@@ -42,6 +70,15 @@ mod tests {
             ChatMessage { role: ChatRole::User, content: String::new() },
         ];
         assert_eq!(count_chat_tokens(&messages), 2 + 2 * TOKENS_PER_MESSAGE + REPLY_PRIMING_TOKENS);
+    }
+
+    #[test]
+    fn a_remembered_system_prompt_count_follows_its_content() {
+        let system = |content: &str| vec![ChatMessage { role: ChatRole::System, content: content.into() }];
+        let overhead = TOKENS_PER_MESSAGE + REPLY_PRIMING_TOKENS;
+        assert_eq!(count_chat_tokens(&system("hello world")), 2 + overhead);
+        assert_eq!(count_chat_tokens(&system("hello world")), 2 + overhead);
+        assert_eq!(count_chat_tokens(&system("hello brave new world")), 4 + overhead);
     }
 
     #[test]
