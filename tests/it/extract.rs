@@ -289,3 +289,45 @@ async fn growth_caps_are_enforced_for_many_pairs_in_one_statement() {
     assert!((lowest - 0.201).abs() < 1e-9, "{lowest}");
     env.cleanup().await;
 }
+
+/// Three attempts that never completed (each crashed, say): the next job marks the
+/// conversation failed and dead-letters the job with a reason, never acks it as done.
+#[tokio::test]
+async fn a_conversation_out_of_attempts_is_marked_failed_and_its_job_dead_lettered() {
+    let env = TestEnv::new().await;
+    let ingest = env.spawn_ingest(&[]);
+    let pair = Pair::new();
+    let conversation_id = Uuid::new_v4();
+    env.publish(
+        &env.subject("conversation.ended"),
+        fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)),
+        None,
+    )
+    .await;
+    wait_until(WAIT, "recorded", || async { env.count("SELECT count(*) FROM conversations").await == 1 }).await;
+    sqlx::query("UPDATE conversations SET state = 'extracting', attempts = 3 WHERE conversation_id = $1")
+        .bind(conversation_id)
+        .execute(&env.pool)
+        .await
+        .unwrap();
+    let extract = env.spawn_extract(&[]);
+    wait_until(WAIT, "dead-lettered", || async { !env.stream_messages(StreamKind::Dlq).await.is_empty() }).await;
+    let (state, error): (String, Option<String>) =
+        sqlx::query_as("SELECT state, error FROM conversations WHERE conversation_id = $1")
+            .bind(conversation_id)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "failed");
+    assert_eq!(error.as_deref(), Some("extraction gave up after 3 attempts"));
+    let dead = env.stream_messages(StreamKind::Dlq).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].subject.as_str(), env.subject("dlq.extract"));
+    assert_eq!(dead[0].headers.get("Npcmem-Dlq-Reason").map(|v| v.as_str()), Some("max_deliveries"));
+    let job: Value = serde_json::from_slice(&dead[0].payload).expect("the original job bytes");
+    assert_eq!(job["conversation_id"], conversation_id.to_string());
+    assert_eq!(env.count("SELECT count(*) FROM memories").await, 0);
+    extract.stop().await;
+    ingest.stop().await;
+    env.cleanup().await;
+}

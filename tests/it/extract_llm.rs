@@ -8,7 +8,7 @@ use std::time::Duration;
 use npcmem_llm::ChatMessage;
 use npcmem_llm::mock::{MockLlmServer, MockReply, Responder, SAMPLE_EXTRACTION};
 use npcmem_tests::fixtures::{self, Pair};
-use npcmem_tests::{InProcessService, TestEnv, wait_until};
+use npcmem_tests::{InProcessService, TestEnv, free_port, http_get, wait_until};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -225,10 +225,21 @@ async fn the_breaker_opens_after_consecutive_failures_and_closes_when_the_endpoi
     let llm = start_mock(Arc::new(|_: &[ChatMessage]| MockReply::Status { status: 503, retry_after_secs: None })).await;
     let env = TestEnv::new().await;
     let ingest = env.spawn_ingest(&[]);
+    let port = free_port();
+    let http_addr = format!("127.0.0.1:{port}");
     let extract = spawn_llm_extract(
         &env,
         &llm,
-        &["--llm-max-attempts", "1", "--llm-breaker-failures", "3", "--llm-breaker-cool-down-ms", "1500"],
+        &[
+            "--llm-max-attempts",
+            "1",
+            "--llm-breaker-failures",
+            "3",
+            "--llm-breaker-cool-down-ms",
+            "1500",
+            "--http-addr",
+            &http_addr,
+        ],
     );
     let pair = Pair::new();
     for round in 0..3 {
@@ -243,6 +254,13 @@ async fn the_breaker_opens_after_consecutive_failures_and_closes_when_the_endpoi
     }
     assert_eq!(llm.requests(), 3, "the open breaker calls nobody");
     assert_eq!(env.count("SELECT count(*) FROM conversations WHERE extractor = 'rules'").await, 6);
+    let breaker_state = || async {
+        let (_, metrics) = http_get(port, "/metrics").await.expect("extract serves /metrics");
+        metrics.lines().find(|line| line.starts_with("npcmem_llm_breaker_state{")).map(str::to_owned)
+    };
+    assert_eq!(breaker_state().await.as_deref(), Some(r#"npcmem_llm_breaker_state{provider="openai"} 2"#), "open");
+    let (_, metrics) = http_get(port, "/metrics").await.expect("extract serves /metrics");
+    assert!(metrics.contains(r#"npcmem_extraction_fallbacks_total{reason="breaker_open"} 3"#), "{metrics}");
 
     llm.set_responder(MockLlmServer::fixed(SAMPLE_EXTRACTION));
     tokio::time::sleep(Duration::from_millis(1700)).await;
@@ -252,6 +270,7 @@ async fn the_breaker_opens_after_consecutive_failures_and_closes_when_the_endpoi
     let after = publish_conversation(&env, &pair, &["And a shield for 20 gold?", "Deal."]).await;
     wait_complete(&env, 8).await;
     assert_eq!(extractor_of(&env, after).await, "llm", "closed again");
+    assert_eq!(breaker_state().await.as_deref(), Some(r#"npcmem_llm_breaker_state{provider="openai"} 0"#));
     extract.stop().await;
     ingest.stop().await;
     env.cleanup().await;

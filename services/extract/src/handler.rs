@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{NaiveDate, Utc};
+use npcmem_bus::dlq::DeadLetterCause;
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
 use npcmem_core::extraction::ExtractedMemory;
 use npcmem_core::extraction::prompt::extraction_messages;
@@ -13,13 +14,13 @@ use npcmem_core::extraction::rules::RulesExtractor;
 use npcmem_core::extraction::safety::{SafetyContext, SafetyFilter};
 use npcmem_core::memory::{MemoryType, SafetyFlag, SalienceInputs, compute_salience, round3};
 use npcmem_core::tokens::count_chat_tokens;
-use npcmem_core::validate::decode_message;
+use npcmem_core::validate::{ReasonCode, decode_message};
 use npcmem_core::wire::{
     CacheInvalidate, ConversationEnded, ExtractJob, ExtractorKind, MemoryStored, NpcInfo, PlayerInfo, SCHEMA_VERSION,
     StoredMemory, TranscriptMessage,
 };
 use npcmem_store::budgets::{self, NpcSettlement};
-use npcmem_store::conversations::{self, ClaimedConversation};
+use npcmem_store::conversations::{self, ClaimedConversation, MAX_EXTRACTION_ATTEMPTS};
 use npcmem_store::memories::{self, AuditEntry, NewMemory};
 use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::{PgPool, StoreError, locks};
@@ -79,11 +80,16 @@ impl ExtractHandler {
         Self { pool, nats, topology, metrics, llm, progress_interval }
     }
 
-    /// The rules path: claim, extract on the blocking pool, store.
-    async fn handle_with_rules(&self, conversation_ids: &[Uuid]) -> Result<(), String> {
-        let claims = {
+    /// The rules path: claim, extract on the blocking pool, store. Returns the
+    /// conversations that ran out of attempts.
+    async fn handle_with_rules(&self, conversation_ids: &[Uuid]) -> Result<Vec<Uuid>, String> {
+        let (claims, exhausted) = {
             let mut connection = self.pool.acquire().await.map_err(|e| e.to_string())?;
-            conversations::claim_for_extraction(&mut connection, conversation_ids).await.map_err(|e| e.to_string())?
+            let claims = conversations::claim_for_extraction(&mut connection, conversation_ids)
+                .await
+                .map_err(|e| e.to_string())?;
+            let exhausted = fail_unclaimed(&mut connection, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+            (claims, exhausted)
         };
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
         let extractions = tokio::task::spawn_blocking(move || {
@@ -93,7 +99,7 @@ impl ExtractHandler {
         .map_err(|e| e.to_string())?;
         let pairs = self.store(&extractions, None).await.map_err(|e| e.to_string())?;
         self.invalidate_caches(&pairs).await;
-        Ok(())
+        Ok(exhausted)
     }
 
     /// The LLM path: claim and reserve budget in one transaction, call the model for the
@@ -104,13 +110,15 @@ impl ExtractHandler {
         llm: &LlmExtractor,
         conversation_ids: &[Uuid],
         batch: &[Delivery],
-    ) -> Result<(), String> {
+    ) -> Result<Vec<Uuid>, String> {
         let now = Utc::now();
         let day = budget_day(now);
         let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
         let claims =
             conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
+        let exhausted =
+            fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
         let output_cap = llm.output_cap();
         let prompts: Vec<Prompt> = claims
             .iter()
@@ -167,7 +175,7 @@ impl ExtractHandler {
         let settlements = Settlements { day, npcs: per_npc.into_values().collect() };
         let pairs = self.store(&extractions, Some(&settlements)).await.map_err(|e| e.to_string())?;
         self.invalidate_caches(&pairs).await;
-        Ok(())
+        Ok(exhausted)
     }
 
     /// Runs `work`, sending an in-progress ack for every job of `batch` each
@@ -304,16 +312,20 @@ impl ExtractHandler {
 impl BatchHandler for ExtractHandler {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
         let mut dispositions = Vec::with_capacity(batch.len());
-        let mut conversation_ids = Vec::with_capacity(batch.len());
+        let mut job_ids: Vec<Option<Uuid>> = Vec::with_capacity(batch.len());
         for delivery in batch {
             match decode_message::<ExtractJob>(delivery.payload(), MAX_JOB_BYTES) {
                 Ok(job) => {
-                    conversation_ids.push(job.conversation_id);
+                    job_ids.push(Some(job.conversation_id));
                     dispositions.push(Disposition::Done);
                 }
-                Err(error) => dispositions.push(error.into()),
+                Err(error) => {
+                    job_ids.push(None);
+                    dispositions.push(error.into());
+                }
             }
         }
+        let mut conversation_ids: Vec<Uuid> = job_ids.iter().flatten().copied().collect();
         conversation_ids.sort_unstable();
         conversation_ids.dedup();
         if conversation_ids.is_empty() {
@@ -325,14 +337,46 @@ impl BatchHandler for ExtractHandler {
             None => self.handle_with_rules(&conversation_ids).await,
             Some(llm) => self.handle_with_llm(llm, &conversation_ids, batch).await,
         };
-        if let Err(reason) = outcome {
-            warn!(%reason, "extraction batch failed, will retry");
-            for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
-                *disposition = Disposition::Retry(reason.clone());
+        match outcome {
+            Ok(exhausted) => {
+                for (disposition, job_id) in dispositions.iter_mut().zip(&job_ids) {
+                    if let Some(id) = job_id
+                        && exhausted.contains(id)
+                    {
+                        warn!(conversation_id = %id, "extraction gave up after its last attempt");
+                        *disposition = Disposition::Reject(DeadLetterCause {
+                            code: ReasonCode::MaxDeliveries,
+                            message: format!(
+                                "extraction of conversation {id} failed {MAX_EXTRACTION_ATTEMPTS} times; marked failed"
+                            ),
+                        });
+                    }
+                }
+            }
+            Err(reason) => {
+                warn!(%reason, "extraction batch failed, will retry");
+                for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
+                    *disposition = Disposition::Retry(reason.clone());
+                }
             }
         }
         dispositions
     }
+}
+
+/// The conversations of `requested` that were not claimed because they used up their
+/// attempts, now marked failed (the others were complete, skipped or forgotten).
+async fn fail_unclaimed(
+    connection: &mut npcmem_store::PgConnection,
+    requested: &[Uuid],
+    claims: &[ClaimedConversation],
+) -> Result<Vec<Uuid>, StoreError> {
+    if claims.len() == requested.len() {
+        return Ok(Vec::new());
+    }
+    let claimed: BTreeSet<Uuid> = claims.iter().map(|claim| claim.conversation_id).collect();
+    let unclaimed: Vec<Uuid> = requested.iter().filter(|id| !claimed.contains(id)).copied().collect();
+    conversations::fail_exhausted(connection, &unclaimed).await
 }
 
 /// Rebuilds the conversation from its ledger row for the extractors.

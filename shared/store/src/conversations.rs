@@ -177,6 +177,27 @@ pub async fn claim_for_extraction(
     Ok(rows)
 }
 
+/// Marks `failed` those of `conversation_ids` that used up their attempts without
+/// completing (each attempt crashed or could not store); returns them, so their jobs go
+/// to the dead-letter stream instead of being acknowledged as if done.
+pub async fn fail_exhausted(connection: &mut PgConnection, conversation_ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+    if conversation_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let failed = sqlx::query_scalar(
+        "UPDATE conversations
+         SET state = 'failed', updated_at = now(),
+             error = format('extraction gave up after %s attempts', attempts)
+         WHERE conversation_id = ANY($1) AND state IN ('pending', 'extracting') AND attempts >= $2
+         RETURNING conversation_id",
+    )
+    .bind(conversation_ids)
+    .bind(MAX_EXTRACTION_ATTEMPTS)
+    .fetch_all(connection)
+    .await?;
+    Ok(failed)
+}
+
 /// Marks claimed conversations complete, but only those still held by the given attempt;
 /// returns the ids actually completed (the caller writes memories for exactly those).
 pub async fn complete_extraction(
