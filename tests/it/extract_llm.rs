@@ -456,3 +456,78 @@ async fn a_manipulative_llm_memory_is_flagged_suspect_audited_and_capped() {
     ingest.stop().await;
     env.cleanup().await;
 }
+
+/// Killed with LLM calls in flight: after a restart every conversation is extracted and
+/// stored exactly once (one memory and one event each), and the tokens reserved by the
+/// killed process stay counted (conservative: never handed out twice).
+#[tokio::test]
+async fn killed_with_llm_calls_in_flight_every_job_completes_once_after_restart() {
+    let llm = MockLlmServer::start(MockLlmServer::fixed(SAMPLE_EXTRACTION), Duration::from_millis(300), false)
+        .await
+        .expect("the mock binds");
+    let env = TestEnv::new().await;
+    let ingest = env.spawn_ingest(&[]);
+    const TOTAL: i64 = 120;
+    for i in 0..TOTAL {
+        publish_conversation(&env, &Pair::new(), &[&format!("Sword {i} for 50 gold?"), "Deal."]).await;
+    }
+    wait_until(WAIT, "all recorded", || async { env.count("SELECT count(*) FROM conversations").await == TOTAL }).await;
+    let base_url = llm.base_url();
+    let mut args = env.common_args();
+    args.extend(
+        [
+            "--llm-provider",
+            "openai",
+            "--llm-base-url",
+            &base_url,
+            "--llm-model",
+            "mock-model",
+            "--extract-in-flight",
+            "16",
+            "--memory-extraction-rpm",
+            "100000",
+            "--memory-daily-token-budget",
+            "100000000",
+            "--memory-per-npc-daily-budget",
+            "1000000",
+        ]
+        .map(str::to_owned),
+    );
+    let binary = env!("CARGO_BIN_EXE_it-npcmem-extract");
+    let first = npcmem_tests::process::ServiceProcess::spawn(binary, &args);
+    wait_until(Duration::from_secs(60), "extraction under way", || async {
+        env.count("SELECT count(*) FROM conversations WHERE state = 'complete'").await > 0
+    })
+    .await;
+    first.kill().await;
+    let in_flight_at_kill = env.count("SELECT count(*) FROM conversations WHERE state = 'extracting'").await;
+    eprintln!("claimed but not complete when killed: {in_flight_at_kill}");
+    let second = npcmem_tests::process::ServiceProcess::spawn(binary, &args);
+    wait_complete(&env, TOTAL).await;
+    let stored_events = || async {
+        env.stream_messages(npcmem_bus::StreamKind::Events)
+            .await
+            .iter()
+            .filter(|m| m.subject.as_str() == env.subject("event.memory.stored"))
+            .count() as i64
+    };
+    wait_until(WAIT, "every event published", || async { stored_events().await >= TOTAL }).await;
+    assert!(second.terminate().await.success());
+    assert_eq!(stored_events().await, TOTAL, "one event per conversation");
+    let per_conversation: Vec<i64> =
+        sqlx::query_scalar("SELECT count(*) FROM memories GROUP BY source_conversation_id")
+            .fetch_all(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(per_conversation.len() as i64, TOTAL);
+    assert!(per_conversation.iter().all(|n| *n == 1), "each stored once");
+    assert_eq!(env.count("SELECT count(*) FROM conversations WHERE extractor = 'llm'").await, TOTAL);
+    let (reserved, spent): (i64, i64) =
+        sqlx::query_as("SELECT reserved, spent FROM token_budget_usage WHERE scope = 'global'")
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+    assert!(reserved >= spent, "the killed lease stays reserved: reserved {reserved}, spent {spent}");
+    ingest.stop().await;
+    env.cleanup().await;
+}

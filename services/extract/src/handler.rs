@@ -88,7 +88,8 @@ impl ExtractHandler {
             let claims = conversations::claim_for_extraction(&mut connection, conversation_ids)
                 .await
                 .map_err(|e| e.to_string())?;
-            let exhausted = fail_unclaimed(&mut connection, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+            let exhausted =
+                fail_unclaimed(&mut connection, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
             (claims, exhausted)
         };
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
@@ -117,8 +118,7 @@ impl ExtractHandler {
         let claims =
             conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
-        let exhausted =
-            fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
         let output_cap = llm.output_cap();
         let prompts: Vec<Prompt> = claims
             .iter()
