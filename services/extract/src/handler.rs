@@ -45,6 +45,15 @@ pub struct ExtractHandler {
     progress_interval: Duration,
 }
 
+/// What a store wrote, for the metrics once it commits.
+struct Stored {
+    pairs: Vec<(Uuid, Uuid)>,
+    evicted: u64,
+    memory_types: Vec<MemoryType>,
+    flags: Vec<&'static str>,
+    extractors: Vec<&'static str>,
+}
+
 /// What the store transaction settles of the per-NPC budgets.
 struct Settlements {
     day: NaiveDate,
@@ -80,25 +89,23 @@ impl ExtractHandler {
         Self { pool, nats, topology, metrics, llm, progress_interval }
     }
 
-    /// The rules path: claim, extract on the blocking pool, store. Returns the
+    /// The rules path: claim, extract on the blocking pool and store in one transaction
+    /// (one commit per batch; a failed batch leaves its rows as they were). Returns the
     /// conversations that ran out of attempts.
     async fn handle_with_rules(&self, conversation_ids: &[Uuid]) -> Result<Vec<Uuid>, String> {
-        let (claims, exhausted) = {
-            let mut connection = self.pool.acquire().await.map_err(|e| e.to_string())?;
-            let claims = conversations::claim_for_extraction(&mut connection, conversation_ids)
-                .await
-                .map_err(|e| e.to_string())?;
-            let exhausted =
-                fail_unclaimed(&mut connection, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
-            (claims, exhausted)
-        };
+        let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
+        let claims =
+            conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
+        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
         let extractions = tokio::task::spawn_blocking(move || {
             claims.into_iter().map(|claim| extract_with(claim, None)).collect::<Vec<_>>()
         })
         .await
         .map_err(|e| e.to_string())?;
-        let pairs = self.store(&extractions, None).await.map_err(|e| e.to_string())?;
+        let stored = self.store_in(&mut transaction, &extractions, None).await.map_err(|e| e.to_string())?;
+        transaction.commit().await.map_err(|e| e.to_string())?;
+        let pairs = self.count_stored(stored);
         self.invalidate_caches(&pairs).await;
         Ok(exhausted)
     }
@@ -115,10 +122,12 @@ impl ExtractHandler {
         let now = Utc::now();
         let day = budget_day(now);
         let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
-        let claims =
-            conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
+        let claims = conversations::claim_for_extraction(&mut *transaction, conversation_ids)
+            .await
+            .map_err(|e| e.to_string())?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
-        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+        let exhausted =
+            fail_unclaimed(&mut *transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
         let output_cap = llm.output_cap();
         let prompts: Vec<Prompt> = claims
             .iter()
@@ -128,7 +137,7 @@ impl ExtractHandler {
                 Prompt { npc_id: claim.npc_id, messages, tokens_per_attempt }
             })
             .collect();
-        let routes = llm.plan(&mut transaction, now, day, &prompts).await.map_err(|e| e.to_string())?;
+        let routes = llm.plan(&mut *transaction, now, day, &prompts).await.map_err(|e| e.to_string())?;
         if let Err(error) = transaction.commit().await {
             llm.release(&routes).await;
             return Err(error.to_string());
@@ -203,17 +212,45 @@ impl ExtractHandler {
         settlements: Option<&Settlements>,
     ) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
         let mut transaction = self.pool.begin().await?;
+        let stored = self.store_in(&mut transaction, extractions, settlements).await?;
+        transaction.commit().await?;
+        Ok(self.count_stored(stored))
+    }
+
+    /// Metrics of a committed store; returns its pairs.
+    fn count_stored(&self, stored: Stored) -> Vec<(Uuid, Uuid)> {
+        self.metrics.evicted(stored.evicted);
+        for memory_type in &stored.memory_types {
+            self.metrics.stored(memory_type.as_str());
+        }
+        for flag in &stored.flags {
+            self.metrics.safety_flag(flag);
+        }
+        for extractor in &stored.extractors {
+            self.metrics.extraction("success", extractor);
+        }
+        stored.pairs
+    }
+
+    /// The writes of [`ExtractHandler::store`] inside `transaction`; returns the pairs of
+    /// the extractions whose claim still held.
+    async fn store_in(
+        &self,
+        transaction: &mut npcmem_store::PgConnection,
+        extractions: &[Extraction],
+        settlements: Option<&Settlements>,
+    ) -> Result<Stored, StoreError> {
         if let Some(settlements) = settlements {
-            budgets::settle_npcs(&mut transaction, settlements.day, &settlements.npcs).await?;
+            budgets::settle_npcs(&mut *transaction, settlements.day, &settlements.npcs).await?;
         }
         let claims: Vec<(Uuid, i32, &str)> =
             extractions.iter().map(|e| (e.claim.conversation_id, e.claim.attempts, e.extractor.as_str())).collect();
         let completed: BTreeSet<Uuid> =
-            conversations::complete_extraction(&mut transaction, &claims).await?.into_iter().collect();
+            conversations::complete_extraction(&mut *transaction, &claims).await?.into_iter().collect();
         let owned: Vec<&Extraction> =
             extractions.iter().filter(|e| completed.contains(&e.claim.conversation_id)).collect();
         let pairs: Vec<(Uuid, Uuid)> = owned.iter().map(|e| (e.claim.npc_id, e.claim.player_id)).collect();
-        locks::lock_pairs(&mut transaction, locks::PairScope::Memories, &pairs).await?;
+        locks::lock_pairs(&mut *transaction, locks::PairScope::Memories, &pairs).await?;
 
         let now = Utc::now();
         let mut rows = Vec::new();
@@ -267,7 +304,7 @@ impl ExtractHandler {
             }
             events.push(memory_stored_event(&self.topology, extraction));
         }
-        memories::insert_batch(&mut transaction, &rows).await?;
+        memories::insert_batch(&mut *transaction, &rows).await?;
         let mut evicted = 0;
         for memory_type in MemoryType::ALL {
             let touched: Vec<(Uuid, Uuid)> = touched_types
@@ -275,23 +312,17 @@ impl ExtractHandler {
                 .filter(|(_, _, kind)| *kind == memory_type)
                 .map(|(npc_id, player_id, _)| (*npc_id, *player_id))
                 .collect();
-            evicted += memories::enforce_caps(&mut transaction, &touched, memory_type).await?;
+            evicted += memories::enforce_caps(&mut *transaction, &touched, memory_type).await?;
         }
-        memories::record_audit(&mut transaction, &audit).await?;
-        outbox::enqueue(&mut transaction, &events).await?;
-        transaction.commit().await?;
-
-        self.metrics.evicted(evicted);
-        for row in &rows {
-            self.metrics.stored(row.memory_type.as_str());
-        }
-        for entry in &audit {
-            self.metrics.safety_flag(entry.safety_flag);
-        }
-        for extraction in &owned {
-            self.metrics.extraction("success", extraction.extractor.as_str());
-        }
-        Ok(pairs)
+        memories::record_audit(&mut *transaction, &audit).await?;
+        outbox::enqueue(&mut *transaction, &events).await?;
+        Ok(Stored {
+            pairs,
+            evicted,
+            memory_types: rows.iter().map(|row| row.memory_type).collect(),
+            flags: audit.iter().map(|entry| entry.safety_flag).collect(),
+            extractors: owned.iter().map(|extraction| extraction.extractor.as_str()).collect(),
+        })
     }
 
     /// DESIGN §3: `cache.invalidate` is core NATS, best effort after the commit (the
