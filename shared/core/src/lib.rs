@@ -14,6 +14,7 @@
 pub mod extraction;
 pub mod memory;
 pub mod redact;
+pub mod relationship;
 pub mod summary;
 pub mod tokens;
 pub mod validate;
