@@ -122,12 +122,10 @@ impl ExtractHandler {
         let now = Utc::now();
         let day = budget_day(now);
         let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
-        let claims = conversations::claim_for_extraction(&mut *transaction, conversation_ids)
-            .await
-            .map_err(|e| e.to_string())?;
+        let claims =
+            conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
-        let exhausted =
-            fail_unclaimed(&mut *transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
         let output_cap = llm.output_cap();
         let prompts: Vec<Prompt> = claims
             .iter()
@@ -137,7 +135,7 @@ impl ExtractHandler {
                 Prompt { npc_id: claim.npc_id, messages, tokens_per_attempt }
             })
             .collect();
-        let routes = llm.plan(&mut *transaction, now, day, &prompts).await.map_err(|e| e.to_string())?;
+        let routes = llm.plan(&mut transaction, now, day, &prompts).await.map_err(|e| e.to_string())?;
         if let Err(error) = transaction.commit().await {
             llm.release(&routes).await;
             return Err(error.to_string());
