@@ -14,15 +14,13 @@ use uuid::Uuid;
 
 const WAIT: Duration = Duration::from_secs(40);
 
-/// Extract against `llm` with generous budgets unless `extra` overrides them (later
-/// flags win).
-fn spawn_llm_extract(env: &TestEnv, llm: &MockLlmServer, extra: &[&str]) -> InProcessService {
-    let base_url = llm.base_url();
-    let mut args = vec![
+/// Flags for extract against `llm` with generous budgets and rates.
+fn llm_args(llm: &MockLlmServer) -> Vec<String> {
+    [
         "--llm-provider",
         "openai",
         "--llm-base-url",
-        &base_url,
+        &llm.base_url(),
         "--llm-model",
         "mock-model",
         "--llm-timeout-ms",
@@ -33,9 +31,22 @@ fn spawn_llm_extract(env: &TestEnv, llm: &MockLlmServer, extra: &[&str]) -> InPr
         "100000000",
         "--memory-per-npc-daily-budget",
         "1000000",
-    ];
-    args.extend_from_slice(extra);
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Extract in-process against `llm`; `extra` flags override (later flags win).
+fn spawn_llm_extract(env: &TestEnv, llm: &MockLlmServer, extra: &[&str]) -> InProcessService {
+    let mut args = llm_args(llm);
+    args.extend(extra.iter().map(|arg| arg.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     env.spawn_extract(&args)
+}
+
+/// A mock answering every request with [`SAMPLE_EXTRACTION`] after `delay`.
+async fn start_delayed_mock(delay: Duration) -> MockLlmServer {
+    MockLlmServer::start(MockLlmServer::fixed(SAMPLE_EXTRACTION), delay, false).await.expect("the mock binds")
 }
 
 async fn start_mock(responder: Responder) -> MockLlmServer {
@@ -278,9 +289,7 @@ async fn the_breaker_opens_after_consecutive_failures_and_closes_when_the_endpoi
 
 #[tokio::test]
 async fn three_replicas_racing_over_a_small_budget_never_overspend() {
-    let llm = MockLlmServer::start(MockLlmServer::fixed(SAMPLE_EXTRACTION), Duration::from_millis(40), false)
-        .await
-        .expect("the mock binds");
+    let llm = start_delayed_mock(Duration::from_millis(40)).await;
     let env = TestEnv::new().await;
     let ingest = env.spawn_ingest(&[]);
     const BUDGET: i64 = 15_000;
@@ -396,9 +405,7 @@ async fn per_npc_budget_and_extraction_rate_send_the_rest_to_rules() {
 async fn llm_mode_redelivered_job_calls_no_model_and_long_calls_are_kept_alive() {
     // 6 s per call against a 5 s ack_wait: only in-progress acks keep the job from
     // being redelivered (and called twice).
-    let llm = MockLlmServer::start(MockLlmServer::fixed(SAMPLE_EXTRACTION), Duration::from_secs(6), false)
-        .await
-        .expect("the mock binds");
+    let llm = start_delayed_mock(Duration::from_secs(6)).await;
     let env = TestEnv::new().await;
     let ingest = env.spawn_ingest(&[]);
     let extract = spawn_llm_extract(&env, &llm, &["--llm-timeout-ms", "20000", "--ack-wait-secs", "5"]);
@@ -462,9 +469,7 @@ async fn a_manipulative_llm_memory_is_flagged_suspect_audited_and_capped() {
 /// killed process stay counted (conservative: never handed out twice).
 #[tokio::test]
 async fn killed_with_llm_calls_in_flight_every_job_completes_once_after_restart() {
-    let llm = MockLlmServer::start(MockLlmServer::fixed(SAMPLE_EXTRACTION), Duration::from_millis(300), false)
-        .await
-        .expect("the mock binds");
+    let llm = start_delayed_mock(Duration::from_millis(300)).await;
     let env = TestEnv::new().await;
     let ingest = env.spawn_ingest(&[]);
     const TOTAL: i64 = 120;
@@ -472,27 +477,9 @@ async fn killed_with_llm_calls_in_flight_every_job_completes_once_after_restart(
         publish_conversation(&env, &Pair::new(), &[&format!("Sword {i} for 50 gold?"), "Deal."]).await;
     }
     wait_until(WAIT, "all recorded", || async { env.count("SELECT count(*) FROM conversations").await == TOTAL }).await;
-    let base_url = llm.base_url();
     let mut args = env.common_args();
-    args.extend(
-        [
-            "--llm-provider",
-            "openai",
-            "--llm-base-url",
-            &base_url,
-            "--llm-model",
-            "mock-model",
-            "--extract-in-flight",
-            "16",
-            "--memory-extraction-rpm",
-            "100000",
-            "--memory-daily-token-budget",
-            "100000000",
-            "--memory-per-npc-daily-budget",
-            "1000000",
-        ]
-        .map(str::to_owned),
-    );
+    args.extend(llm_args(&llm));
+    args.extend(["--extract-in-flight", "16"].map(str::to_owned));
     let binary = env!("CARGO_BIN_EXE_it-npcmem-extract");
     let first = npcmem_tests::process::ServiceProcess::spawn(binary, &args);
     wait_until(Duration::from_secs(60), "extraction under way", || async {
