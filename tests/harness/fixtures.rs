@@ -55,3 +55,43 @@ pub fn trade_conversation(conversation_id: Uuid, pair: &Pair) -> Value {
 pub fn bytes(document: &Value) -> Vec<u8> {
     serde_json::to_vec(document).expect("json documents serialise")
 }
+
+/// One memory of an `event.memory.stored`: tags, importance, valence, intensity.
+#[derive(Debug, Clone, Copy)]
+pub struct EventMemory<'a> {
+    pub tags: &'a [&'a str],
+    pub importance: f64,
+    pub valence: &'a str,
+    pub intensity: f64,
+}
+
+/// An `event.memory.stored` as extract publishes it, for the pair's conversation.
+pub fn memory_stored(
+    conversation_id: Uuid,
+    pair: &Pair,
+    memories: &[EventMemory<'_>],
+    ended_at: chrono::DateTime<Utc>,
+    npc_factions: &[&str],
+    player_factions: &[&str],
+) -> Value {
+    let memories: Vec<Value> = memories
+        .iter()
+        .map(|m| {
+            json!({"id": Uuid::new_v4(), "memory_type": "episodic", "content": format!("{:?}", m.tags),
+                   "tags": m.tags, "importance": m.importance, "confidence": 0.9,
+                   "emotional_valence": m.valence, "emotional_intensity": m.intensity, "safety_flag": "clean"})
+        })
+        .collect();
+    json!({
+        "schema_version": 1,
+        "event_id": Uuid::new_v4(),
+        "conversation_id": conversation_id,
+        "npc_id": pair.npc_id,
+        "player_id": pair.player_id,
+        "npc_factions": npc_factions,
+        "player_factions": player_factions,
+        "extractor": "rules",
+        "ended_at": ended_at.to_rfc3339(),
+        "memories": memories,
+    })
+}

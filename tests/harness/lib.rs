@@ -182,6 +182,21 @@ impl TestEnv {
         InProcessService { shutdown, task }
     }
 
+    pub fn relate_config(&self, extra_args: &[&str]) -> npcmem_relate::RelateConfig {
+        let mut args = vec!["npcmem-relate".to_string()];
+        args.extend(self.common_args());
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        npcmem_relate::RelateConfig::try_parse_from(args).expect("test arguments parse")
+    }
+
+    /// Runs relate in-process until the returned handle is stopped.
+    pub fn spawn_relate(&self, extra_args: &[&str]) -> InProcessService {
+        let config = self.relate_config(extra_args);
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(npcmem_relate::run(config, shutdown.clone()));
+        InProcessService { shutdown, task }
+    }
+
     pub fn subject(&self, suffix: &str) -> String {
         self.topology.subject(suffix)
     }

@@ -7,5 +7,6 @@ mod ingest;
 mod ingest_faults;
 mod nats_permissions;
 mod outbox_relay;
+mod relate;
 mod service_http;
 mod store_queries;

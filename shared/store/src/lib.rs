@@ -12,6 +12,7 @@ pub mod memories;
 pub mod outbox;
 pub mod pool;
 pub mod privacy;
+pub mod relationships;
 pub mod switches;
 pub mod working_memory;
 

@@ -7,6 +7,7 @@
 //! replay of the recorded deltas in the recorded order reproduces the stored values to
 //! the last bit.
 
+pub mod factions;
 pub mod rules;
 
 use chrono::{DateTime, NaiveDate, Utc};
