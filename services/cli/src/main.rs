@@ -1,7 +1,8 @@
-//! `npcmem`: the operator's command. This issue ships `bench ingest`; the admin commands
-//! of DESIGN §5 (inspect, audit, dlq, export, demo, …) arrive with their issues.
+//! `npcmem`: the operator's command: benchmarks and `factions load`; the other admin
+//! commands of DESIGN §5 (inspect, audit, dlq, export, demo, …) arrive with their issues.
 
 mod bench;
+mod factions;
 mod sample;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,11 @@ enum Command {
         #[command(subcommand)]
         scenario: bench::Scenario,
     },
+    /// Manage the factions relate initialises relationships from.
+    Factions {
+        #[command(subcommand)]
+        action: factions::FactionsCommand,
+    },
 }
 
 #[tokio::main]
@@ -31,6 +37,7 @@ async fn main() -> std::process::ExitCode {
     npcmem_service::telemetry::init(cli.common.log_format);
     let result = match cli.command {
         Command::Bench { scenario } => bench::run(&cli.common, scenario).await,
+        Command::Factions { action } => factions::run(&cli.common, action).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

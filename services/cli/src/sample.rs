@@ -91,3 +91,60 @@ pub fn conversations(count: usize, pairs: usize, seed: u64) -> Vec<SampleConvers
         })
         .collect()
 }
+
+const EVENT_TAGS: &[&[&str]] = &[
+    &["trade"],
+    &["helpful"],
+    &["helpful", "heroic"],
+    &["threat"],
+    &["gift"],
+    &["insult"],
+    &["combat"],
+    &["betrayal"],
+    &["quest", "helpful"],
+];
+const VALENCES: &[&str] = &["positive", "negative", "neutral"];
+
+/// `count` `event.memory.stored` messages as extract publishes them, over `pairs` pairs:
+/// 0–3 memories each with tags the relationship rules use.
+pub fn memory_events(count: usize, pairs: usize, seed: u64) -> Vec<SampleConversation> {
+    let mut random = Xorshift(seed.max(1));
+    let pair_ids: Vec<(Uuid, Uuid)> = (0..pairs.max(1)).map(|_| (Uuid::new_v4(), Uuid::new_v4())).collect();
+    (0..count)
+        .map(|_| {
+            let (npc_id, player_id) = pair_ids[random.below(pair_ids.len())];
+            let conversation_id = Uuid::new_v4();
+            let memories: Vec<Value> = (0..random.below(4))
+                .map(|_| {
+                    json!({
+                        "id": Uuid::new_v4(),
+                        "memory_type": "episodic",
+                        "content": "The player traded with me in the market.",
+                        "tags": EVENT_TAGS[random.below(EVENT_TAGS.len())],
+                        "importance": 0.3 + random.below(5) as f64 / 10.0,
+                        "confidence": 0.9,
+                        "emotional_valence": VALENCES[random.below(VALENCES.len())],
+                        "emotional_intensity": random.below(11) as f64 / 10.0,
+                        "safety_flag": "clean",
+                    })
+                })
+                .collect();
+            let document = json!({
+                "schema_version": 1,
+                "event_id": Uuid::new_v4(),
+                "conversation_id": conversation_id,
+                "npc_id": npc_id,
+                "player_id": player_id,
+                "npc_factions": ["merchants_guild"],
+                "player_factions": ["adventurers"],
+                "extractor": "rules",
+                "ended_at": Utc::now().to_rfc3339(),
+                "memories": memories,
+            });
+            SampleConversation {
+                conversation_id,
+                payload: serde_json::to_vec(&document).expect("sample documents serialise"),
+            }
+        })
+        .collect()
+}

@@ -50,11 +50,26 @@ pub enum Milestone {
     JobQueued,
     /// Memories committed and `event.memory.stored` in the EVENTS stream.
     MemoriesStored,
+    /// An `event.memory.stored` applied to its relationship (a ledger row committed).
+    RelationshipApplied,
 }
 
 impl Milestone {
-    async fn count(self, js: &jetstream::Context, topology: &Topology) -> anyhow::Result<u64> {
+    /// Where the scenario publishes its payloads.
+    fn subject(self, topology: &Topology) -> String {
         match self {
+            Milestone::JobQueued | Milestone::MemoriesStored => topology.conversation_ended(),
+            Milestone::RelationshipApplied => topology.event("memory.stored"),
+        }
+    }
+
+    async fn count(self, js: &jetstream::Context, pool: &sqlx::PgPool, topology: &Topology) -> anyhow::Result<u64> {
+        match self {
+            Milestone::RelationshipApplied => {
+                let applied: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM applied_conversations").fetch_one(pool).await?;
+                Ok(applied as u64)
+            }
             Milestone::JobQueued => {
                 let mut jobs = js.get_stream(topology.stream_name(StreamKind::Jobs)).await?;
                 Ok(jobs.info().await?.state.messages)
@@ -84,6 +99,10 @@ impl Milestone {
             Milestone::MemoriesStored => {
                 "SELECT conversation_id, updated_at FROM conversations
                  WHERE conversation_id = ANY($1) AND state = 'complete'"
+            }
+            // applied_at is set in relate's applying transaction.
+            Milestone::RelationshipApplied => {
+                "SELECT conversation_id, applied_at FROM applied_conversations WHERE conversation_id = ANY($1)"
             }
         }
     }
@@ -137,8 +156,8 @@ pub async fn saturate(
     milestone: Milestone,
     watched_pid: Option<u32>,
 ) -> anyhow::Result<Saturation> {
-    let done_before = milestone.count(js, topology).await?;
-    let mut publisher = Publisher::new(js, topology.conversation_ended(), args.window);
+    let done_before = milestone.count(js, pool, topology).await?;
+    let mut publisher = Publisher::new(js, milestone.subject(topology), args.window);
     let started = Instant::now();
     let measure_from = started + Duration::from_secs(args.warmup_secs);
     let measure_until = measure_from + Duration::from_secs(args.duration_secs);
@@ -150,7 +169,7 @@ pub async fn saturate(
     while Instant::now() < measure_until {
         let backlog_full = publisher.published.saturating_sub(done) >= args.backlog;
         if backlog_full || last_check.elapsed() > Duration::from_millis(250) {
-            done = milestone.count(js, topology).await?.saturating_sub(done_before);
+            done = milestone.count(js, pool, topology).await?.saturating_sub(done_before);
             last_check = Instant::now();
             if let Some((_, peak)) = watched_pid.and_then(rss::rss_kib) {
                 peak_rss = Some(peak_rss.unwrap_or(0).max(peak));
@@ -170,12 +189,12 @@ pub async fn saturate(
         }
     }
     let measured_end = Instant::now();
-    let done_end = milestone.count(js, topology).await?.saturating_sub(done_before);
+    let done_end = milestone.count(js, pool, topology).await?.saturating_sub(done_before);
     let (done_start, start_instant) = done_at_measure_start.unwrap_or((0, started));
     let done_per_sec =
         done_end.saturating_sub(done_start) as f64 / measured_end.duration_since(start_instant).as_secs_f64();
     let published = publisher.finish().await?;
-    wait_for(js, topology, milestone, done_before + published).await?;
+    wait_for(js, pool, topology, milestone, done_before + published).await?;
     let latency = latencies(pool, milestone, &latency_samples).await?;
     if let Some(peak) = watched_pid.and_then(rss::rss_kib).map(|(_, peak)| peak) {
         peak_rss = Some(peak_rss.unwrap_or(0).max(peak));
@@ -194,11 +213,11 @@ pub async fn paced(
     milestone: Milestone,
     rate: u64,
 ) -> anyhow::Result<Histogram<u64>> {
-    let done_before = milestone.count(js, topology).await?;
+    let done_before = milestone.count(js, pool, topology).await?;
     let total = rate.max(1) * args.latency_secs;
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(1) as f64));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut publisher = Publisher::new(js, topology.conversation_ended(), args.window);
+    let mut publisher = Publisher::new(js, milestone.subject(topology), args.window);
     let mut published_at = Vec::with_capacity(total as usize);
     for _ in 0..total {
         ticker.tick().await;
@@ -207,18 +226,19 @@ pub async fn paced(
         published_at.push((conversation_id, now));
     }
     publisher.finish().await?;
-    wait_for(js, topology, milestone, done_before + total).await?;
+    wait_for(js, pool, topology, milestone, done_before + total).await?;
     latencies(pool, milestone, &published_at).await
 }
 
 async fn wait_for(
     js: &jetstream::Context,
+    pool: &sqlx::PgPool,
     topology: &Topology,
     milestone: Milestone,
     target: u64,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(180);
-    while milestone.count(js, topology).await? < target && Instant::now() < deadline {
+    while milestone.count(js, pool, topology).await? < target && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())

@@ -4,7 +4,9 @@
 mod ingest;
 mod load;
 mod pipeline;
+mod relate;
 mod rss;
+mod scratch;
 
 use anyhow::Context as _;
 use async_nats::jetstream;
@@ -22,12 +24,16 @@ pub enum Scenario {
     /// Conversations/s from publish to memories committed through ingest and extract,
     /// and freshness at half that rate.
     Pipeline(pipeline::PipelineBenchArgs),
+    /// Relationship updates/s by a scratch npcmem-relate, spread over 10,000 pairs and on
+    /// one hot pair.
+    Relate(relate::RelateBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
     match scenario {
         Scenario::Ingest(args) => ingest::run(common, args).await,
         Scenario::Pipeline(args) => pipeline::run(common, args).await,
+        Scenario::Relate(args) => relate::run(common, args).await,
     }
 }
 
