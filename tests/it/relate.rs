@@ -371,3 +371,63 @@ async fn bad_rules_are_refused_at_start_with_a_clear_message() {
     }
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn loading_the_example_factions_twice_changes_nothing() {
+    use npcmem_core::relationship::factions::FactionsFile;
+    let env = TestEnv::new().await;
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/factions.toml")).unwrap();
+    let file = FactionsFile::from_toml(&text).expect("the example is valid");
+    let snapshot = || async {
+        let rows: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT faction, toward, attitude FROM faction_attitudes ORDER BY 1, 2")
+                .fetch_all(&env.pool)
+                .await
+                .unwrap();
+        let factions: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT faction, name, updated_at::text FROM factions ORDER BY 1")
+                .fetch_all(&env.pool)
+                .await
+                .unwrap();
+        (rows, factions, env.count("SELECT count(*) FROM npc_factions").await)
+    };
+    for _ in 0..2 {
+        let mut transaction = env.pool.begin().await.unwrap();
+        let loaded = relationships::load_factions_file(&mut transaction, &file).await.unwrap();
+        transaction.commit().await.unwrap();
+        assert_eq!((loaded.factions, loaded.npcs), (5, 2));
+    }
+    let first = snapshot().await;
+    let mut transaction = env.pool.begin().await.unwrap();
+    relationships::load_factions_file(&mut transaction, &file).await.unwrap();
+    transaction.commit().await.unwrap();
+    assert_eq!(snapshot().await, first, "the same file again changes nothing");
+    assert!(first.0.contains(&("city_guard".into(), "thieves_guild".into(), "hostile".into())));
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_malformed_event_is_dead_lettered_and_the_next_one_applied() {
+    let env = TestEnv::new().await;
+    let relate = env.spawn_relate(&[]);
+    env.publish(&env.subject("event.memory.stored"), b"{\"schema_version\":1,\"npc_id\":".to_vec(), None).await;
+    let bad_uuid = serde_json::json!({"schema_version": 1, "event_id": "x", "conversation_id": "nope"});
+    env.publish(&env.subject("event.memory.stored"), fixtures::bytes(&bad_uuid), None).await;
+    let pair = Pair::new();
+    publish_event(&env, &pair, &[HELPFUL], day(0)).await;
+    wait_applied(&env, 1).await;
+    wait_until(WAIT, "two dead letters", || async { env.stream_messages(StreamKind::Dlq).await.len() == 2 }).await;
+    let letters = env.stream_messages(StreamKind::Dlq).await;
+    assert!(letters.iter().all(|l| l.subject.as_str() == env.subject("dlq.relate")));
+    let reason = |letter: &async_nats::jetstream::message::StreamMessage| {
+        letter.headers.get("Npcmem-Dlq-Reason").map(|v| v.as_str().to_owned()).unwrap_or_default()
+    };
+    let mut reasons: Vec<String> = letters.iter().map(reason).collect();
+    reasons.sort();
+    assert_eq!(reasons, vec!["invalid_json", "invalid_uuid"]);
+    let truncated = letters.iter().find(|l| reason(l) == "invalid_json").expect("the truncated one");
+    assert_eq!(&truncated.payload[..], b"{\"schema_version\":1,\"npc_id\":", "the original bytes");
+    relate.stop().await;
+    env.cleanup().await;
+}
