@@ -42,7 +42,7 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
     // service's own tasks need a few more.
     let needed = settings.concurrency as u32 + 4;
     config.common.database_max_connections = config.common.database_max_connections.max(needed);
-    let client = config.llm_client()?;
+    let client = config.llm.client()?;
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "extract", &mut registry).await?;
     let metrics = metrics::ExtractMetrics::register(&mut registry);
@@ -51,16 +51,16 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
         info!(
             provider = client.name(),
             model = client.model(),
-            in_flight = config.llm.extract_in_flight,
+            in_flight = config.extract_in_flight,
             "llm extraction on"
         );
-        let breaker = CircuitBreaker::new(client.name().to_owned(), config.breaker_settings())
+        let breaker = CircuitBreaker::new(client.name().to_owned(), config.llm.breaker_settings())
             .with_metrics(BreakerMetrics::register(&mut registry));
         Arc::new(llm::LlmExtractor::new(
             client,
             breaker,
             budget.clone(),
-            config.llm.extract_in_flight,
+            config.extract_in_flight,
             config.llm.llm_json_mode,
         ))
     });

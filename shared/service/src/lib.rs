@@ -8,6 +8,7 @@ pub mod context;
 pub mod error;
 pub mod health;
 pub mod http;
+pub mod llm;
 pub mod shutdown;
 pub mod telemetry;
 
