@@ -197,6 +197,21 @@ impl TestEnv {
         InProcessService { shutdown, task }
     }
 
+    pub fn consolidate_config(&self, extra_args: &[&str]) -> npcmem_consolidate::ConsolidateConfig {
+        let mut args = vec!["npcmem-consolidate".to_string()];
+        args.extend(self.common_args());
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        npcmem_consolidate::ConsolidateConfig::try_parse_from(args).expect("test arguments parse")
+    }
+
+    /// Runs consolidate in-process until the returned handle is stopped.
+    pub fn spawn_consolidate(&self, extra_args: &[&str]) -> InProcessService {
+        let config = self.consolidate_config(extra_args);
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(npcmem_consolidate::run(config, shutdown.clone()));
+        InProcessService { shutdown, task }
+    }
+
     pub fn subject(&self, suffix: &str) -> String {
         self.topology.subject(suffix)
     }

@@ -1,6 +1,7 @@
 //! One integration-test binary (STYLE §Tests): real NATS, real Postgres, a database and
 //! prefixes of its own per test.
 
+mod consolidate;
 mod extract;
 mod extract_llm;
 mod ingest;

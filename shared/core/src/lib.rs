@@ -11,6 +11,7 @@
 //! pass `now`). That keeps every rule unit-testable and usable from any service, the
 //! CLI and the tests alike. It depends on none of our other crates.
 
+pub mod consolidation;
 pub mod extraction;
 pub mod memory;
 pub mod redact;

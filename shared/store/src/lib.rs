@@ -8,6 +8,7 @@ pub mod conversations;
 pub mod error;
 pub mod factions;
 pub mod locks;
+pub mod maintenance;
 pub mod memories;
 pub mod outbox;
 pub mod pool;
