@@ -1,7 +1,8 @@
-//! `npcmem`: the operator's command: benchmarks and `factions load`; the other admin
+//! `npcmem`: the operator's command: benchmarks, `factions load`, `consolidate run`; the other admin
 //! commands of DESIGN §5 (inspect, audit, dlq, export, demo, …) arrive with their issues.
 
 mod bench;
+mod consolidate;
 mod factions;
 mod sample;
 
@@ -24,6 +25,11 @@ enum Command {
         #[command(subcommand)]
         scenario: bench::Scenario,
     },
+    /// Run maintenance jobs (decay, consolidate, reinforce) now.
+    Consolidate {
+        #[command(subcommand)]
+        action: consolidate::ConsolidateCommand,
+    },
     /// Manage the factions relate initialises relationships from.
     Factions {
         #[command(subcommand)]
@@ -38,6 +44,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Bench { scenario } => bench::run(&cli.common, scenario).await,
         Command::Factions { action } => factions::run(&cli.common, action).await,
+        Command::Consolidate { action } => consolidate::run(&cli.common, action).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -63,10 +63,18 @@ impl JobContext {
         Ok(outcome)
     }
 
-    /// Decay (seed §Memory Growth Bounds): salience at `now` for every unlocked memory,
-    /// a slice of heap pages per statement, then the caps per type and NPC-id slice.
+    /// Decay (seed §Memory Growth Bounds): the caps per type and NPC-id slice, then the
+    /// salience at `now` of every unlocked memory left, a slice of heap pages per statement.
     pub async fn decay(&self, now: DateTime<Utc>) -> Result<serde_json::Value, StoreError> {
         let mut connection = self.pool.acquire().await?;
+        // Prune first (episodic by the salience at `now`), so the rescoring pass does not
+        // rewrite the rows about to go.
+        let mut pruned = 0;
+        for memory_type in MemoryType::ALL {
+            for (low, high) in maintenance::uuid_slices(self.slices) {
+                pruned += maintenance::prune_slice(&mut connection, memory_type, low, high, now).await?;
+            }
+        }
         let pages = maintenance::memory_pages(&mut connection).await?;
         let mut rescored = 0;
         let mut first = 0;
@@ -74,12 +82,6 @@ impl JobContext {
             let end = first + self.decay_batch_pages;
             rescored += maintenance::decay_pages(&mut connection, now, first, end).await?;
             first = end;
-        }
-        let mut pruned = 0;
-        for memory_type in MemoryType::ALL {
-            for (low, high) in maintenance::uuid_slices(self.slices) {
-                pruned += maintenance::prune_slice(&mut connection, memory_type, low, high).await?;
-            }
         }
         drop(connection);
         // Nearly every pair changed: one message tells every enricher to drop everything.

@@ -12,13 +12,15 @@ use uuid::Uuid;
 
 use crate::error::StoreResult;
 
-/// `compute_salience` of npcmem-core in SQL, rounded to 3 decimals; `$1` is now.
-fn salience_sql() -> String {
+/// `compute_salience` of npcmem-core in SQL, rounded to 3 decimals, at the time in
+/// parameter `now` (e.g. `$1`), over the columns of table alias `row` (e.g. `m.`, or
+/// `""` for none).
+fn salience_sql(now: &str, row: &str) -> String {
     format!(
-        "round(LEAST(importance
-             * exp(-GREATEST(extract(epoch FROM ($1::timestamptz - last_accessed)) / 86400.0, 0)
-                   / ({RECENCY_DAYS} * (1 + {EMOTIONAL_RECENCY_WEIGHT} * emotional_intensity)))
-             * LEAST(1 + ln(1 + GREATEST(access_count, 0)) * {ACCESS_BOOST_FACTOR}, {ACCESS_BOOST_CAP}),
+        "round(LEAST({row}importance
+             * exp(-GREATEST(extract(epoch FROM ({now}::timestamptz - {row}last_accessed)) / 86400.0, 0)
+                   / ({RECENCY_DAYS} * (1 + {EMOTIONAL_RECENCY_WEIGHT} * {row}emotional_intensity)))
+             * LEAST(1 + ln(1 + GREATEST({row}access_count, 0)) * {ACCESS_BOOST_FACTOR}, {ACCESS_BOOST_CAP}),
            1.0)::numeric, 3)::float8"
     )
 }
@@ -40,7 +42,7 @@ pub async fn decay_pages(
     first_page: i64,
     end_page: i64,
 ) -> StoreResult<u64> {
-    let salience = salience_sql();
+    let salience = salience_sql("$1", "");
     let statement = format!(
         "UPDATE memories SET salience = {salience}
          WHERE ctid >= format('(%s,0)', $2::int8)::tid AND ctid < format('(%s,0)', $3::int8)::tid
@@ -56,19 +58,21 @@ pub async fn decay_pages(
 }
 
 /// Deletes, for every pair whose NPC id falls in `[low, high]`, the memories of
-/// `memory_type` beyond its cap, in the seed's eviction order (episodic: lowest salience,
-/// semantic: lowest confidence, procedural: lowest reinforcement count; oldest first on
-/// ties), locked ones exempt but counted; returns the rows deleted.
+/// `memory_type` beyond its cap, in the seed's eviction order (episodic: lowest salience
+/// at `now` — computed here, so pruning can run before the rescoring pass and spare it
+/// the rows it deletes —, semantic: lowest confidence, procedural: lowest reinforcement
+/// count; oldest first on ties), locked ones exempt but counted; returns the rows deleted.
 pub async fn prune_slice(
     connection: &mut PgConnection,
     memory_type: MemoryType,
     low: Uuid,
     high: Uuid,
+    now: DateTime<Utc>,
 ) -> StoreResult<u64> {
     let eviction_order = match memory_type {
-        MemoryType::Episodic => "salience ASC",
-        MemoryType::Semantic => "confidence ASC",
-        MemoryType::Procedural => "reinforcement_count ASC",
+        MemoryType::Episodic => format!("{} ASC", salience_sql("$5", "m.")),
+        MemoryType::Semantic => "m.confidence ASC".to_owned(),
+        MemoryType::Procedural => "m.reinforcement_count ASC".to_owned(),
     };
     let statement = format!(
         "WITH over AS (
@@ -81,7 +85,7 @@ pub async fn prune_slice(
                     row_number() OVER (PARTITION BY m.npc_id, m.player_id
                                        ORDER BY {eviction_order}, m.created_at ASC, m.id) AS rank
              FROM memories m JOIN over ON m.npc_id = over.npc_id AND m.player_id IS NOT DISTINCT FROM over.player_id
-             WHERE m.memory_type = $1 AND NOT m.locked
+             WHERE m.memory_type = $1 AND NOT m.locked AND $5::timestamptz IS NOT NULL
          )
          DELETE FROM memories WHERE id IN (SELECT id FROM ranked WHERE rank <= total - $4)"
     );
@@ -90,6 +94,7 @@ pub async fn prune_slice(
         .bind(low)
         .bind(high)
         .bind(MEMORY_CAPS.for_type(memory_type) as i64)
+        .bind(now)
         .execute(connection)
         .await?;
     Ok(result.rows_affected())

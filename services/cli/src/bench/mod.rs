@@ -1,6 +1,7 @@
 //! `npcmem bench`: scenarios that drive the real, running services over NATS and report
 //! throughput and latency next to a raw baseline measured in the same run (DESIGN §7).
 
+mod decay;
 mod ingest;
 mod load;
 mod pipeline;
@@ -27,6 +28,9 @@ pub enum Scenario {
     /// Relationship updates/s by a scratch npcmem-relate, spread over 10,000 pairs and on
     /// one hot pair.
     Relate(relate::RelateBenchArgs),
+    /// Seconds for the decay job over 1,000,000 memories in 4,000 pairs (caps prune
+    /// 200,000), on a scratch database.
+    Decay(decay::DecayBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
@@ -34,6 +38,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Ingest(args) => ingest::run(common, args).await,
         Scenario::Pipeline(args) => pipeline::run(common, args).await,
         Scenario::Relate(args) => relate::run(common, args).await,
+        Scenario::Decay(args) => decay::run(common, args).await,
     }
 }
 
