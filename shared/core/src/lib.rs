@@ -12,6 +12,7 @@
 //! CLI and the tests alike. It depends on none of our other crates.
 
 pub mod consolidation;
+pub mod context;
 pub mod extraction;
 pub mod memory;
 pub mod redact;

@@ -1,0 +1,105 @@
+use chrono::{TimeDelta, TimeZone};
+use uuid::Uuid;
+
+use super::*;
+
+fn memory(content: &str, tags: &[&str], importance: f64, age_days: i64, now: DateTime<Utc>) -> ContextMemory {
+    ContextMemory {
+        id: Uuid::new_v4(),
+        memory_type: MemoryType::Episodic,
+        content: content.into(),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        importance,
+        locked: false,
+        emotional_intensity: 0.0,
+        access_count: 0,
+        last_accessed: now - TimeDelta::days(age_days),
+        created_at: now - TimeDelta::days(age_days),
+    }
+}
+
+#[test]
+fn a_relevant_memory_outranks_a_more_salient_irrelevant_one() {
+    let now = Utc::now();
+    let memories = vec![
+        memory("Aria saved my daughter from the wolves.", &["heroic"], 0.7, 0, now),
+        memory("Aria bought the steel sword for 50 gold.", &["trade"], 0.5, 3, now),
+    ];
+    assert!(memories[0].salience(now) > memories[1].salience(now));
+    let ranked = rank(&memories, Some("Is the steel sword still sharp?"), now);
+    assert!(ranked[0].content.contains("steel sword"));
+    let unranked = rank(&memories, None, now);
+    assert!(unranked[0].content.contains("wolves"), "without a message, salience decides");
+}
+
+#[test]
+fn locked_memories_rank_first() {
+    let now = Utc::now();
+    let mut memories = vec![memory("a", &[], 0.7, 0, now), memory("b", &[], 0.1, 90, now)];
+    memories[1].locked = true;
+    assert_eq!(rank(&memories, None, now)[0].content, "b");
+}
+
+#[test]
+fn ages_read_naturally() {
+    let now = Utc.with_ymd_and_hms(2026, 3, 10, 12, 0, 0).unwrap();
+    let ago = |seconds: i64| format_age(now - TimeDelta::seconds(seconds), now);
+    assert_eq!(ago(5), "just now");
+    assert_eq!(ago(120), "2 minutes ago");
+    assert_eq!(ago(3_600), "1 hour ago");
+    assert_eq!(ago(90_000), "yesterday");
+    assert_eq!(ago(3 * 86_400), "3 days ago");
+    assert_eq!(ago(15 * 86_400), "2 weeks ago");
+    assert_eq!(ago(100 * 86_400), "3 months ago");
+}
+
+#[test]
+fn memory_lines_follow_the_seed_format() {
+    let now = Utc::now();
+    let line = memory_line(&memory("Aria bought a sword.", &[], 0.7, 3, now), now);
+    assert_eq!(line, "📝 Aria bought a sword. (3 days ago, ⭐⭐⭐)");
+}
+
+#[test]
+fn reputation_names_the_stage_or_falls_back_for_strangers() {
+    let mut friend = Relationship::initial(0.0);
+    friend.stage = Stage::TrustedAlly;
+    friend.dims[Dimension::Trust.index()] = 0.85;
+    friend.dims[Dimension::Respect.index()] = 0.75;
+    assert_eq!(reputation(Some(&friend), &[], &[]), "trusted ally (trustworthy, respectable)");
+    assert_eq!(reputation(None, &[], &[]), STRANGER);
+    assert_eq!(
+        reputation(None, &[("smiths_guild".into(), 0.4)], &["they are generous".into()]),
+        "stranger; the smiths guild thinks well of them; heard: they are generous"
+    );
+    assert!(relationship_summary(&friend).starts_with("Relationship: Trusted Ally."));
+}
+
+#[test]
+fn budgets_split_max_tokens_and_overrides_are_checked() {
+    let manager = BudgetManager::default();
+    assert_eq!(manager.allocate("memory", 1000), 250);
+    assert_eq!(manager.allocate("relationship", 1000), 100);
+    let custom = BudgetManager::with_overrides("memory=0.4, knowledge=0.05").unwrap();
+    assert_eq!(custom.allocate("memory", 1000), 400);
+    assert!(BudgetManager::with_overrides("memory=1.5").is_err());
+    assert!(BudgetManager::with_overrides("gossip=0.1").is_err());
+    assert!(BudgetManager::with_overrides("memory=0.9,knowledge=0.9").is_err());
+}
+
+#[test]
+fn prompts_render_persona_and_placeholders_once() {
+    let persona = Persona {
+        name: "Brom".into(),
+        role: Some("the blacksmith".into()),
+        personality: "gruff but fair {memory_context}".into(),
+        ..Persona::default()
+    };
+    let placeholders: BTreeMap<String, String> =
+        [("reputation".to_owned(), "friend".to_owned()), ("memory_context".to_owned(), "MEM".to_owned())].into();
+    let prompt = render_prompt(None, &persona, &placeholders);
+    assert!(prompt.starts_with("You are Brom, the blacksmith. Personality: gruff but fair {memory_context}."));
+    assert!(prompt.contains("How you see the player: friend."));
+    assert!(prompt.contains("\n\nMEM\n\n"));
+    assert_eq!(render_prompt(Some("{reputation} / {unknown} / {"), &persona, &placeholders), "friend / {unknown} / {");
+}
