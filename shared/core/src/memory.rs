@@ -33,6 +33,11 @@ impl MemoryType {
             MemoryType::Procedural => "procedural",
         }
     }
+
+    /// The type a wire or database spelling names.
+    pub fn parse(text: &str) -> Option<MemoryType> {
+        MemoryType::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
 }
 
 /// Whether a memory passed the content filter (seed §Content Injection Prevention).

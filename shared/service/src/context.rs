@@ -128,6 +128,19 @@ impl ServiceContext {
         consumers: Vec<npcmem_bus::ConsumerSpec>,
         shutdown: &crate::Shutdown,
     ) -> Result<Support, ServiceError> {
+        self.start_support_with_routes(registry, default_http_addr, consumers, shutdown, None).await
+    }
+
+    /// [`ServiceContext::start_support`] with the service's own HTTP routes served beside
+    /// `/healthz`, `/readyz` and `/metrics` (enrich's `POST /v1/context`).
+    pub async fn start_support_with_routes(
+        &self,
+        registry: Registry,
+        default_http_addr: &str,
+        consumers: Vec<npcmem_bus::ConsumerSpec>,
+        shutdown: &crate::Shutdown,
+        routes: Option<axum::Router>,
+    ) -> Result<Support, ServiceError> {
         let http_addr = match self.config.http_addr {
             Some(addr) => addr,
             None => default_http_addr
@@ -138,7 +151,7 @@ impl ServiceContext {
             http_addr,
             self.health.clone(),
             std::sync::Arc::new(registry),
-            None,
+            routes,
             shutdown.subscribe(),
         )
         .await?;

@@ -4,6 +4,7 @@
 //! integration tests that run them. Depends on `npcmem-core` only, never on NATS.
 
 pub mod budgets;
+pub mod context;
 pub mod conversations;
 pub mod error;
 pub mod factions;

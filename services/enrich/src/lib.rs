@@ -1,0 +1,127 @@
+//! The enrich service (DESIGN §5): prompt context for an NPC's next line on core NATS
+//! request/reply (`P.enrich.request`, queue group `enrich`) and `POST /v1/context`, and
+//! the structured query API (`P.query.relationship`, `P.query.memories`,
+//! `P.query.knowledge`). Pair data is cached (moka) and dropped on `P.cache.invalidate`.
+
+pub mod access;
+pub mod config;
+pub mod enricher;
+pub mod metrics;
+pub mod query;
+pub mod server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use npcmem_core::relationship::RelateRules;
+use npcmem_core::wire::CacheInvalidate;
+use npcmem_service::{ServiceContext, ServiceError, Shutdown};
+use prometheus_client::registry::Registry;
+use tracing::{info, warn};
+
+pub use config::EnrichConfig;
+
+/// Used when `NPCMEM_HTTP_ADDR` is not set.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9306";
+
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let config = EnrichConfig::parse();
+    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+}
+
+pub async fn run(config: EnrichConfig, shutdown: Shutdown) -> Result<(), ServiceError> {
+    config.validate()?;
+    let mut registry = Registry::default();
+    let context = ServiceContext::connect(&config.common, "enrich", &mut registry).await?;
+    let metrics = metrics::EnrichMetrics::register(&mut registry);
+    let cache = moka::future::Cache::builder()
+        .max_capacity(config.enrich_cache_capacity)
+        .time_to_live(Duration::from_secs(config.enrich_cache_ttl_secs))
+        .support_invalidation_closures()
+        .build();
+    let (accessed, accessed_rx) = tokio::sync::mpsc::unbounded_channel();
+    let enricher = Arc::new(enricher::Enricher {
+        pool: context.pool.clone(),
+        cache: cache.clone(),
+        budgets: config.budgets()?,
+        timeout: config.provider_timeout(),
+        default_max_tokens: config.enrich_default_max_tokens,
+        metrics,
+        accessed,
+    });
+    let handlers = Arc::new(server::Handlers { enricher, pool: context.pool.clone(), rules: RelateRules::default() });
+    let topology = context.topology.clone();
+
+    // Subscribe to invalidations before answering anything, so no write is missed.
+    let invalidations =
+        context.nats.subscribe(topology.cache_invalidate()).await.map_err(|e| ServiceError::Config(e.to_string()))?;
+    let invalidator = tokio::spawn(invalidate(invalidations, cache, shutdown.subscribe()));
+    let writer = tokio::spawn(access::run_writer(
+        context.pool.clone(),
+        accessed_rx,
+        Duration::from_millis(config.enrich_access_flush_ms.max(10)),
+        shutdown.subscribe(),
+    ));
+    let endpoints = [
+        (topology.enrich_request(), server::Endpoint::Context),
+        (topology.subject("query.relationship"), server::Endpoint::Relationship),
+        (topology.subject("query.memories"), server::Endpoint::Memories),
+        (topology.subject("query.knowledge"), server::Endpoint::Knowledge),
+    ];
+    let mut servers = Vec::new();
+    for (subject, endpoint) in endpoints {
+        servers.push(tokio::spawn(server::serve_subject(
+            context.nats.clone(),
+            subject,
+            endpoint,
+            handlers.clone(),
+            shutdown.subscribe(),
+        )));
+    }
+    let support = context
+        .start_support_with_routes(registry, DEFAULT_HTTP_ADDR, Vec::new(), &shutdown, Some(server::routes(handlers)))
+        .await?;
+    info!(http = %support.http_addr, "enrich answering");
+    let mut stop = shutdown.subscribe();
+    while !*stop.borrow() {
+        if stop.changed().await.is_err() {
+            break;
+        }
+    }
+    for server in servers {
+        if let Ok(Err(error)) = server.await {
+            warn!(%error, "a request subscription failed");
+        }
+    }
+    let _ = invalidator.await;
+    let _ = writer.await;
+    support.stop(&context).await;
+    Ok(())
+}
+
+/// Applies `P.cache.invalidate`: one pair, every pair of an NPC or a player, or all.
+async fn invalidate(
+    mut subscription: async_nats::Subscriber,
+    cache: moka::future::Cache<enricher::Pair, Arc<enricher::PairData>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let message = tokio::select! {
+            message = subscription.next() => match message { Some(message) => message, None => break },
+            _ = shutdown.changed() => break,
+        };
+        let Ok(request) = serde_json::from_slice::<CacheInvalidate>(&message.payload) else { continue };
+        match (request.npc_id, request.player_id) {
+            (Some(npc_id), Some(player_id)) => cache.invalidate(&(npc_id, player_id)).await,
+            (Some(npc_id), None) => {
+                let _ = cache.invalidate_entries_if(move |key, _| key.0 == npc_id);
+            }
+            (None, Some(player_id)) => {
+                let _ = cache.invalidate_entries_if(move |key, _| key.1 == player_id);
+            }
+            (None, None) => cache.invalidate_all(),
+        }
+    }
+}

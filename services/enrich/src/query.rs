@@ -1,0 +1,174 @@
+//! The structured query API (DESIGN §9, seed MemoryQueryAPI) for game systems that need
+//! numbers, not prose: `P.query.relationship`, `P.query.memories`, `P.query.knowledge`.
+
+use chrono::{DateTime, Utc};
+use npcmem_core::memory::MemoryType;
+use npcmem_core::relationship::{Dimension, RelateRules, Relationship, faction_modifier};
+use npcmem_core::wire::schema_v1;
+use npcmem_store::context::{self as reads, Fact, MemoryFilter};
+use npcmem_store::factions::{self, Side};
+use npcmem_store::{PgPool, StoreError, relationships};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+#[derive(Debug, Deserialize)]
+pub struct RelationshipQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct RelationshipAnswer {
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub has_met: bool,
+    pub stage: String,
+    pub disposition: f64,
+    pub trust: f64,
+    pub fear: f64,
+    pub respect: f64,
+    pub loyalty: f64,
+    pub friendliness: f64,
+    pub romantic_interest: f64,
+    pub interaction_count: i32,
+    pub version: i64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MemoriesQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    /// All must match.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub min_importance: Option<f64>,
+    #[serde(default)]
+    pub memory_type: Option<MemoryType>,
+    /// Case-insensitive substring of the content.
+    #[serde(default)]
+    pub contains: Option<String>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoriesAnswer {
+    pub count: i64,
+    pub has_memory_matching: bool,
+    pub memories: Vec<MemoryItem>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryItem {
+    pub id: Uuid,
+    pub memory_type: MemoryType,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub importance: f64,
+    pub locked: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct KnowledgeQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub subject_id: Option<Uuid>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct KnowledgeAnswer {
+    pub knows_fact: bool,
+    pub facts: Vec<Fact>,
+}
+
+pub async fn relationship(
+    pool: &PgPool,
+    rules: &RelateRules,
+    query: &RelationshipQuery,
+) -> Result<RelationshipAnswer, StoreError> {
+    let mut connection = pool.acquire().await?;
+    let pair = (query.npc_id, query.player_id);
+    let stored = relationships::load(&mut connection, &[pair]).await?.pop().map(|(_, r)| r);
+    let (relationship, has_met) = match stored {
+        Some(relationship) if relationship.interaction_count > 0 => (relationship, true),
+        _ => {
+            // A stranger: the initial values, with the faction modifier when both sides'
+            // factions are known.
+            let npc_factions = factions::get(&mut connection, Side::Npc, query.npc_id).await?.unwrap_or_default();
+            let player_factions =
+                factions::get(&mut connection, Side::Player, query.player_id).await?.unwrap_or_default();
+            let attitudes = relationships::attitudes(&mut connection, &npc_factions).await?;
+            let modifier = faction_modifier(
+                &npc_factions,
+                &player_factions,
+                |faction, toward| attitudes.iter().find(|(f, t, _)| f == faction && t == toward).map(|(_, _, a)| *a),
+                rules,
+            );
+            (Relationship::initial(modifier), false)
+        }
+    };
+    Ok(RelationshipAnswer {
+        npc_id: query.npc_id,
+        player_id: query.player_id,
+        has_met,
+        stage: relationship.stage.as_str().to_owned(),
+        disposition: relationship.disposition,
+        trust: relationship.get(Dimension::Trust),
+        fear: relationship.get(Dimension::Fear),
+        respect: relationship.get(Dimension::Respect),
+        loyalty: relationship.get(Dimension::Loyalty),
+        friendliness: relationship.get(Dimension::Friendliness),
+        romantic_interest: relationship.get(Dimension::RomanticInterest),
+        interaction_count: relationship.interaction_count,
+        version: relationship.version,
+    })
+}
+
+pub async fn memories(pool: &PgPool, query: &MemoriesQuery) -> Result<MemoriesAnswer, StoreError> {
+    let mut connection = pool.acquire().await?;
+    let filter = MemoryFilter {
+        tags: query.tags.clone(),
+        min_importance: query.min_importance,
+        memory_type: query.memory_type,
+        content_contains: query.contains.clone(),
+        limit: query.limit.unwrap_or(20).clamp(0, 200),
+    };
+    let (count, memories) = reads::query_memories(&mut connection, query.npc_id, query.player_id, &filter).await?;
+    Ok(MemoriesAnswer {
+        count,
+        has_memory_matching: count > 0,
+        memories: memories
+            .into_iter()
+            .map(|m| MemoryItem {
+                id: m.id,
+                memory_type: m.memory_type,
+                content: m.content,
+                tags: m.tags,
+                importance: m.importance,
+                locked: m.locked,
+                created_at: m.created_at,
+            })
+            .collect(),
+    })
+}
+
+pub async fn knowledge(pool: &PgPool, query: &KnowledgeQuery) -> Result<KnowledgeAnswer, StoreError> {
+    let mut connection = pool.acquire().await?;
+    let limit = query.limit.unwrap_or(20).clamp(0, 200);
+    let facts =
+        reads::knowledge(&mut connection, query.npc_id, Utc::now(), query.tag.as_deref(), query.subject_id, limit)
+            .await?;
+    Ok(KnowledgeAnswer { knows_fact: !facts.is_empty(), facts })
+}

@@ -1,0 +1,139 @@
+//! The request/reply endpoints: core NATS with queue group `enrich` (replicas share the
+//! load) for `P.enrich.request` and `P.query.*`, and `POST /v1/context` over HTTP.
+//! Every request gets an answer: the reply, or `{"error":{"code","message"}}`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use npcmem_core::relationship::RelateRules;
+use npcmem_core::validate::decode_message;
+use npcmem_core::wire::{EnrichRequest, ErrorReply};
+use npcmem_store::PgPool;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::config::MAX_TOKENS_RANGE;
+use crate::enricher::Enricher;
+use crate::query;
+
+/// Requests are small; anything larger is refused as `payload_too_large`.
+const MAX_REQUEST_BYTES: usize = 64 * 1024;
+pub const QUEUE_GROUP: &str = "enrich";
+
+/// The request kinds, by subject.
+#[derive(Debug, Clone, Copy)]
+pub enum Endpoint {
+    Context,
+    Relationship,
+    Memories,
+    Knowledge,
+}
+
+pub struct Handlers {
+    pub enricher: Arc<Enricher>,
+    pub pool: PgPool,
+    pub rules: RelateRules,
+}
+
+impl Handlers {
+    /// The JSON reply to `payload`; the bool says whether it is an error.
+    pub async fn answer(&self, endpoint: Endpoint, payload: &[u8]) -> (bool, Vec<u8>) {
+        let result = match endpoint {
+            Endpoint::Context => self.context(payload).await,
+            Endpoint::Relationship => {
+                run(payload, |q: query::RelationshipQuery| async move {
+                    query::relationship(&self.pool, &self.rules, &q).await
+                })
+                .await
+            }
+            Endpoint::Memories => {
+                run(payload, |q: query::MemoriesQuery| async move { query::memories(&self.pool, &q).await }).await
+            }
+            Endpoint::Knowledge => {
+                run(payload, |q: query::KnowledgeQuery| async move { query::knowledge(&self.pool, &q).await }).await
+            }
+        };
+        match result {
+            Ok(body) => (false, body),
+            Err(error) => (true, serde_json::to_vec(&error).expect("errors serialise")),
+        }
+    }
+
+    async fn context(&self, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
+        let request: EnrichRequest =
+            decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
+        if let Some(max_tokens) = request.max_tokens
+            && !MAX_TOKENS_RANGE.contains(&max_tokens)
+        {
+            return Err(ErrorReply::new(
+                "invalid_field",
+                format!("max_tokens {max_tokens} is outside {}..={}", MAX_TOKENS_RANGE.start(), MAX_TOKENS_RANGE.end()),
+            ));
+        }
+        let reply = self.enricher.enrich(&request).await.map_err(|e| ErrorReply::new(e.code, e.message))?;
+        Ok(serde_json::to_vec(&reply).expect("replies serialise"))
+    }
+}
+
+async fn run<Q, A, F, Fut>(payload: &[u8], handle: F) -> Result<Vec<u8>, ErrorReply>
+where
+    Q: DeserializeOwned,
+    A: Serialize,
+    F: FnOnce(Q) -> Fut,
+    Fut: std::future::Future<Output = Result<A, npcmem_store::StoreError>>,
+{
+    let query: Q =
+        decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
+    let answer = handle(query).await.map_err(|error| {
+        warn!(%error, "query failed");
+        ErrorReply::new("unavailable", format!("the store could not answer: {error}"))
+    })?;
+    Ok(serde_json::to_vec(&answer).expect("answers serialise"))
+}
+
+/// Serves one subject until `shutdown`; each request is handled on its own task.
+pub async fn serve_subject(
+    nats: async_nats::Client,
+    subject: String,
+    endpoint: Endpoint,
+    handlers: Arc<Handlers>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), async_nats::SubscribeError> {
+    let mut subscription = nats.queue_subscribe(subject.clone(), QUEUE_GROUP.to_owned()).await?;
+    loop {
+        let message = tokio::select! {
+            message = subscription.next() => match message { Some(message) => message, None => break },
+            _ = shutdown.changed() => break,
+        };
+        let Some(reply) = message.reply.clone() else {
+            debug!(%subject, "request without a reply subject ignored");
+            continue;
+        };
+        let (nats, handlers) = (nats.clone(), handlers.clone());
+        tokio::spawn(async move {
+            let (_, body) = handlers.answer(endpoint, &message.payload).await;
+            if let Err(error) = nats.publish(reply, body.into()).await {
+                debug!(%error, "reply publish failed");
+            }
+        });
+    }
+    let _ = subscription.unsubscribe().await;
+    Ok(())
+}
+
+/// `POST /v1/context`: the enrich request over HTTP (400 with the error object).
+pub fn routes(handlers: Arc<Handlers>) -> axum::Router {
+    axum::Router::new().route("/v1/context", axum::routing::post(http_context)).with_state(handlers)
+}
+
+async fn http_context(State(handlers): State<Arc<Handlers>>, body: Bytes) -> Response {
+    let (is_error, reply) = handlers.answer(Endpoint::Context, &body).await;
+    let status = if is_error { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], reply).into_response()
+}

@@ -1,0 +1,218 @@
+//! The read side enrich and the query API use: one pair's memories, knowledge, mood and
+//! faction standing, and the batched write-back of memory access counts.
+
+use chrono::{DateTime, Utc};
+use npcmem_core::context::ContextMemory;
+use npcmem_core::memory::MemoryType;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::StoreResult;
+
+type MemoryRow = (Uuid, String, String, Vec<String>, f64, bool, f64, i32, DateTime<Utc>, DateTime<Utc>);
+
+fn into_memory(row: MemoryRow) -> Option<ContextMemory> {
+    let (
+        id,
+        memory_type,
+        content,
+        tags,
+        importance,
+        locked,
+        emotional_intensity,
+        access_count,
+        last_accessed,
+        created_at,
+    ) = row;
+    Some(ContextMemory {
+        id,
+        memory_type: MemoryType::parse(&memory_type)?,
+        content,
+        tags,
+        importance,
+        locked,
+        emotional_intensity,
+        access_count: i64::from(access_count),
+        last_accessed,
+        created_at,
+    })
+}
+
+/// The pair's memories that may reach a prompt (never `suspect` ones).
+pub async fn prompt_memories(
+    connection: &mut PgConnection,
+    npc_id: Uuid,
+    player_id: Uuid,
+) -> StoreResult<Vec<ContextMemory>> {
+    let rows: Vec<MemoryRow> = sqlx::query_as(
+        "SELECT id, memory_type, content, tags, importance, locked, emotional_intensity, access_count, last_accessed,
+                created_at
+         FROM memories WHERE npc_id = $1 AND player_id = $2 AND safety_flag <> 'suspect'",
+    )
+    .bind(npc_id)
+    .bind(player_id)
+    .fetch_all(connection)
+    .await?;
+    Ok(rows.into_iter().filter_map(into_memory).collect())
+}
+
+/// The query API's memory filter (seed MemoryQueryAPI).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryFilter {
+    /// All must be present.
+    pub tags: Vec<String>,
+    pub min_importance: Option<f64>,
+    pub memory_type: Option<MemoryType>,
+    pub content_contains: Option<String>,
+    pub limit: i64,
+}
+
+/// Matching memories (most important first, then newest) and how many match in all.
+pub async fn query_memories(
+    connection: &mut PgConnection,
+    npc_id: Uuid,
+    player_id: Uuid,
+    filter: &MemoryFilter,
+) -> StoreResult<(i64, Vec<ContextMemory>)> {
+    let pattern =
+        filter.content_contains.as_ref().map(|text| format!("%{}%", text.replace('%', "\\%").replace('_', "\\_")));
+    let condition = "npc_id = $1 AND player_id = $2 AND safety_flag <> 'suspect' AND tags @> $3
+        AND importance >= $4 AND ($5::text IS NULL OR memory_type = $5) AND ($6::text IS NULL OR content ILIKE $6)";
+    let count: i64 =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM memories WHERE {condition}")))
+            .bind(npc_id)
+            .bind(player_id)
+            .bind(&filter.tags)
+            .bind(filter.min_importance.unwrap_or(0.0))
+            .bind(filter.memory_type.map(|t| t.as_str()))
+            .bind(&pattern)
+            .fetch_one(&mut *connection)
+            .await?;
+    let rows: Vec<MemoryRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT id, memory_type, content, tags, importance, locked, emotional_intensity, access_count, last_accessed,
+                created_at
+         FROM memories WHERE {condition} ORDER BY importance DESC, created_at DESC LIMIT $7"
+    )))
+    .bind(npc_id)
+    .bind(player_id)
+    .bind(&filter.tags)
+    .bind(filter.min_importance.unwrap_or(0.0))
+    .bind(filter.memory_type.map(|t| t.as_str()))
+    .bind(&pattern)
+    .bind(filter.limit)
+    .fetch_all(connection)
+    .await?;
+    Ok((count, rows.into_iter().filter_map(into_memory).collect()))
+}
+
+/// A knowledge fact as the read side shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Fact {
+    pub id: Uuid,
+    pub category: String,
+    pub subject_id: Option<Uuid>,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub confidence: f64,
+    pub importance: f64,
+    pub source: String,
+}
+
+/// What `npc_id` knows that is still valid (not expired, not superseded), most important
+/// first; `tag` and `subject_id` narrow it.
+pub async fn knowledge(
+    connection: &mut PgConnection,
+    npc_id: Uuid,
+    now: DateTime<Utc>,
+    tag: Option<&str>,
+    subject_id: Option<Uuid>,
+    limit: i64,
+) -> StoreResult<Vec<Fact>> {
+    type Row = (Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, String);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, category, subject_id, content, tags, confidence, importance, source FROM knowledge_facts
+         WHERE npc_id = $1 AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL
+           AND ($3::text IS NULL OR $3 = ANY(tags)) AND ($4::uuid IS NULL OR subject_id = $4)
+         ORDER BY importance DESC, confidence DESC, created_at DESC LIMIT $5",
+    )
+    .bind(npc_id)
+    .bind(now)
+    .bind(tag)
+    .bind(subject_id)
+    .bind(limit)
+    .fetch_all(connection)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, category, subject_id, content, tags, confidence, importance, source)| Fact {
+            id,
+            category,
+            subject_id,
+            content,
+            tags,
+            confidence,
+            importance,
+            source,
+        })
+        .collect())
+}
+
+/// The NPC's current mood and its intensity, unless it expired.
+pub async fn mood(
+    connection: &mut PgConnection,
+    npc_id: Uuid,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<(String, f64)>> {
+    let row: Option<(Option<String>, f64, Option<DateTime<Utc>>)> =
+        sqlx::query_as("SELECT mood, mood_intensity, mood_expires_at FROM npc_profiles WHERE npc_id = $1")
+            .bind(npc_id)
+            .fetch_optional(connection)
+            .await?;
+    Ok(row.and_then(|(mood, intensity, expires)| {
+        let mood = mood?;
+        expires.is_none_or(|at| at > now).then_some((mood, intensity))
+    }))
+}
+
+/// The player's reputation with each of the NPC's factions (where there is one).
+pub async fn faction_standing(
+    connection: &mut PgConnection,
+    npc_id: Uuid,
+    player_id: Uuid,
+) -> StoreResult<Vec<(String, f64)>> {
+    let rows = sqlx::query_as(
+        "SELECT f.faction, f.reputation FROM npc_factions n
+         JOIN faction_reputation f ON f.faction = ANY(n.factions) AND f.player_id = $2
+         WHERE n.npc_id = $1 ORDER BY f.faction",
+    )
+    .bind(npc_id)
+    .bind(player_id)
+    .fetch_all(connection)
+    .await?;
+    Ok(rows)
+}
+
+/// Adds `count` accesses at `at` to each memory (batched write-back of what went into
+/// prompts).
+pub async fn record_access(
+    connection: &mut PgConnection,
+    accesses: &[(Uuid, i32)],
+    at: DateTime<Utc>,
+) -> StoreResult<u64> {
+    if accesses.is_empty() {
+        return Ok(0);
+    }
+    let mut sorted = accesses.to_vec();
+    sorted.sort_unstable();
+    let (ids, counts): (Vec<Uuid>, Vec<i32>) = sorted.into_iter().unzip();
+    let result = sqlx::query(
+        "UPDATE memories AS m SET access_count = m.access_count + a.count, last_accessed = GREATEST(m.last_accessed, $3)
+         FROM unnest($1::uuid[], $2::int4[]) AS a(id, count) WHERE m.id = a.id",
+    )
+    .bind(&ids)
+    .bind(&counts)
+    .bind(at)
+    .execute(connection)
+    .await?;
+    Ok(result.rows_affected())
+}
