@@ -212,6 +212,45 @@ impl TestEnv {
         InProcessService { shutdown, task }
     }
 
+    pub fn enrich_config(&self, extra_args: &[&str]) -> npcmem_enrich::EnrichConfig {
+        let mut args = vec!["npcmem-enrich".to_string()];
+        args.extend(self.common_args());
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        npcmem_enrich::EnrichConfig::try_parse_from(args).expect("test arguments parse")
+    }
+
+    /// Runs enrich in-process until the returned handle is stopped.
+    pub fn spawn_enrich(&self, extra_args: &[&str]) -> InProcessService {
+        let config = self.enrich_config(extra_args);
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(npcmem_enrich::run(config, shutdown.clone()));
+        InProcessService { shutdown, task }
+    }
+
+    /// A core NATS request on `P.<suffix>`, answered as JSON; waits for a responder.
+    pub async fn request_json(&self, suffix: &str, body: &serde_json::Value) -> serde_json::Value {
+        let subject = self.subject(suffix);
+        let payload = serde_json::to_vec(body).expect("json serialises");
+        self.request_raw(&subject, payload).await
+    }
+
+    pub async fn request_raw(&self, subject: &str, payload: Vec<u8>) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match tokio::time::timeout(
+                Duration::from_secs(2),
+                self.nats.request(subject.to_owned(), payload.clone().into()),
+            )
+            .await
+            {
+                Ok(Ok(reply)) => return serde_json::from_slice(&reply.payload).expect("replies are JSON"),
+                // No responder yet (the service is starting): try again.
+                _ if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+                other => panic!("no reply on {subject}: {other:?}"),
+            }
+        }
+    }
+
     pub fn subject(&self, suffix: &str) -> String {
         self.topology.subject(suffix)
     }

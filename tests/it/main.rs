@@ -2,6 +2,7 @@
 //! prefixes of its own per test.
 
 mod consolidate;
+mod enrich;
 mod extract;
 mod extract_llm;
 mod ingest;
