@@ -26,7 +26,7 @@ pub struct EnrichConfig {
     #[arg(long, env = "NPCMEM_ENRICH_BUDGETS", default_value = "")]
     pub enrich_budgets: String,
     /// How often access counts of memories that went into prompts are written back.
-    #[arg(long, env = "NPCMEM_ENRICH_ACCESS_FLUSH_MS", default_value_t = 1_000)]
+    #[arg(long, env = "NPCMEM_ENRICH_ACCESS_FLUSH_MS", default_value_t = 5_000)]
     pub enrich_access_flush_ms: u64,
 }
 

@@ -13,7 +13,7 @@ use npcmem_core::context::{
     self, BudgetManager, ContextMemory, MEMORY_HEADER, format_age, memory_line, mood_description, relationship_summary,
 };
 use npcmem_core::relationship::{Relationship, Stage};
-use npcmem_core::tokens::count_tokens;
+use npcmem_core::tokens::count_tokens_cached as count_tokens;
 use npcmem_core::wire::{ContextSection, EnrichReply, EnrichRequest};
 use npcmem_store::context::{self as reads, Fact};
 use npcmem_store::{PgPool, StoreError, relationships, working_memory};
@@ -29,7 +29,7 @@ pub type Pair = (uuid::Uuid, uuid::Uuid);
 pub struct PairData {
     pub relationship: Option<RelationshipPart>,
     pub working_memory: Option<Vec<(String, DateTime<Utc>)>>,
-    pub memories: Option<Vec<ContextMemory>>,
+    pub memories: Option<(Vec<ContextMemory>, context::RelevanceIndex)>,
     pub knowledge: Option<Vec<Fact>>,
     pub mood: Option<Option<(String, f64)>>,
 }
@@ -123,10 +123,10 @@ impl Enricher {
             );
         }
         let mut memory_lines: Vec<(uuid::Uuid, String)> = Vec::new();
-        if let Some(memories) = data.memories.as_ref().filter(|m| !m.is_empty()) {
+        if let Some((memories, index)) = data.memories.as_ref().filter(|(m, _)| !m.is_empty()) {
             let budget = self.budget("memory", max_tokens);
             let mut used = count_tokens(MEMORY_HEADER) + 1;
-            for memory in context::rank(memories, request.message.as_deref(), now) {
+            for memory in context::rank_indexed(memories, index, request.message.as_deref(), now) {
                 let line = memory_line(memory, now);
                 let cost = count_tokens(&line) + 1;
                 if used + cost > budget {
@@ -228,7 +228,9 @@ impl Enricher {
         };
         let memories = async {
             let mut connection = pool.acquire().await?;
-            reads::prompt_memories(&mut connection, npc_id, player_id).await
+            let memories = reads::prompt_memories(&mut connection, npc_id, player_id).await?;
+            let index = context::RelevanceIndex::build(&memories);
+            Ok::<_, StoreError>((memories, index))
         };
         let knowledge = async {
             let mut connection = pool.acquire().await?;

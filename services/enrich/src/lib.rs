@@ -31,8 +31,10 @@ pub fn main() -> std::process::ExitCode {
     npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
 }
 
-pub async fn run(config: EnrichConfig, shutdown: Shutdown) -> Result<(), ServiceError> {
+pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), ServiceError> {
     config.validate()?;
+    // A cold request loads its five parts at once, each on its own connection.
+    config.common.database_max_connections = config.common.database_max_connections.max(24);
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "enrich", &mut registry).await?;
     let metrics = metrics::EnrichMetrics::register(&mut registry);

@@ -58,55 +58,78 @@ fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
 /// BM25 relevance (k1 1.2, b 0.75) of each memory's content and tags to `message`,
 /// normalised to [0, 1] by the best-matching memory of the set (which gets 1).
 pub fn relevance(message: &str, memories: &[ContextMemory]) -> Vec<f64> {
-    let query: HashSet<String> = terms(message).collect();
-    if query.is_empty() || memories.is_empty() {
-        return vec![0.0; memories.len()];
-    }
-    let documents: Vec<HashMap<String, f64>> = memories
-        .iter()
-        .map(|memory| {
-            let mut counts = HashMap::new();
+    RelevanceIndex::build(memories).score(message)
+}
+
+/// An inverted index over a pair's memories, built once when the pair is loaded, so a
+/// request only walks the postings of its own terms.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RelevanceIndex {
+    postings: HashMap<String, Vec<(u32, f64)>>,
+    lengths: Vec<f64>,
+    average: f64,
+}
+
+impl RelevanceIndex {
+    pub fn build(memories: &[ContextMemory]) -> Self {
+        let mut postings: HashMap<String, Vec<(u32, f64)>> = HashMap::new();
+        let mut lengths = Vec::with_capacity(memories.len());
+        for (index, memory) in memories.iter().enumerate() {
+            let mut counts: HashMap<String, f64> = HashMap::new();
             for term in terms(&memory.content).chain(memory.tags.iter().flat_map(|tag| terms(tag).collect::<Vec<_>>()))
             {
                 *counts.entry(term).or_insert(0.0) += 1.0;
             }
-            counts
-        })
-        .collect();
-    let lengths: Vec<f64> = documents.iter().map(|d| d.values().sum::<f64>().max(1.0)).collect();
-    let average = lengths.iter().sum::<f64>() / lengths.len() as f64;
-    let n = documents.len() as f64;
-    let idf: HashMap<&String, f64> = query
-        .iter()
-        .map(|term| {
-            let containing = documents.iter().filter(|d| d.contains_key(term)).count() as f64;
-            (term, ((n - containing + 0.5) / (containing + 0.5) + 1.0).ln())
-        })
-        .collect();
-    let (k1, b) = (1.2, 0.75);
-    let scores: Vec<f64> = documents
-        .iter()
-        .zip(&lengths)
-        .map(|(document, length)| {
-            query
-                .iter()
-                .filter_map(|term| {
-                    let tf = *document.get(term)?;
-                    Some(idf[term] * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / average)))
-                })
-                .sum()
-        })
-        .collect();
-    let best = scores.iter().copied().fold(0.0_f64, f64::max);
-    scores.into_iter().map(|score| if best > 0.0 { (score / best).clamp(0.0, 1.0) } else { 0.0 }).collect()
+            lengths.push(counts.values().sum::<f64>().max(1.0));
+            for (term, count) in counts {
+                postings.entry(term).or_default().push((index as u32, count));
+            }
+        }
+        let average = if lengths.is_empty() { 1.0 } else { lengths.iter().sum::<f64>() / lengths.len() as f64 };
+        Self { postings, lengths, average }
+    }
+
+    /// One relevance per indexed memory, in index order.
+    pub fn score(&self, message: &str) -> Vec<f64> {
+        let mut scores = vec![0.0; self.lengths.len()];
+        let query: HashSet<String> = terms(message).collect();
+        let n = self.lengths.len() as f64;
+        let (k1, b) = (1.2, 0.75);
+        for term in &query {
+            let Some(postings) = self.postings.get(term) else { continue };
+            let containing = postings.len() as f64;
+            let idf = ((n - containing + 0.5) / (containing + 0.5) + 1.0).ln();
+            for &(index, tf) in postings {
+                let length = self.lengths[index as usize];
+                scores[index as usize] += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / self.average));
+            }
+        }
+        let best = scores.iter().copied().fold(0.0_f64, f64::max);
+        if best > 0.0 {
+            for score in &mut scores {
+                *score = (*score / best).clamp(0.0, 1.0);
+            }
+        }
+        scores
+    }
 }
 
 /// DESIGN §9 ranking: locked memories first, then salience × (0.5 + 0.5 · relevance),
 /// best first (ties: newer first).
 pub fn rank<'a>(memories: &'a [ContextMemory], message: Option<&str>, now: DateTime<Utc>) -> Vec<&'a ContextMemory> {
+    rank_indexed(memories, &RelevanceIndex::build(memories), message, now)
+}
+
+/// [`rank`] with the pair's prebuilt index.
+pub fn rank_indexed<'a>(
+    memories: &'a [ContextMemory],
+    index: &RelevanceIndex,
+    message: Option<&str>,
+    now: DateTime<Utc>,
+) -> Vec<&'a ContextMemory> {
     let relevance = match message {
-        Some(message) => relevance(message, memories),
-        None => vec![0.0; memories.len()],
+        Some(message) if !memories.is_empty() => index.score(message),
+        _ => vec![0.0; memories.len()],
     };
     let mut scored: Vec<(bool, f64, &ContextMemory)> = memories
         .iter()

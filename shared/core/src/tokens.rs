@@ -3,8 +3,9 @@
 //! provider reports, so a different tokenizer on the provider's side only shifts the
 //! settlement, never the accounting.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use crate::extraction::prompt::{ChatMessage, ChatRole};
 
@@ -17,6 +18,55 @@ pub const REPLY_PRIMING_TOKENS: usize = 3;
 pub fn count_tokens(text: &str) -> usize {
     // Loaded on first use (~100 ms), then shared by every thread.
     tiktoken_rs::cl100k_base_singleton().count_ordinary(text)
+}
+
+/// [`count_tokens`], exactly, for text built from repeating pieces (prompt sections,
+/// memory lines): the text is cut after each line break that a non-space character
+/// follows — cl100k_base's pre-tokenizer never lets a piece cross such a cut, so the
+/// count is the sum of the segments' counts — and each segment's count is remembered.
+pub fn count_tokens_cached(text: &str) -> usize {
+    static SEGMENTS: LazyLock<Mutex<HashMap<u64, usize>>> = LazyLock::new(Default::default);
+    const MAX_REMEMBERED: usize = 200_000;
+    let mut total = 0;
+    for segment in segments(text) {
+        let mut hasher = DefaultHasher::new();
+        segment.hash(&mut hasher);
+        let key = hasher.finish();
+        if let Some(count) = SEGMENTS.lock().unwrap_or_else(|poison| poison.into_inner()).get(&key) {
+            total += count;
+            continue;
+        }
+        let count = count_tokens(segment);
+        let mut remembered = SEGMENTS.lock().unwrap_or_else(|poison| poison.into_inner());
+        if remembered.len() >= MAX_REMEMBERED {
+            remembered.clear();
+        }
+        remembered.insert(key, count);
+        total += count;
+    }
+    total
+}
+
+/// `text` cut after every `\n` followed by a character that is not whitespace.
+fn segments(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut cuts = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((index, c)) = chars.next() {
+        if c == '\n'
+            && let Some(&(next_index, next)) = chars.peek()
+            && !next.is_whitespace()
+        {
+            cuts.push(&text[start..next_index]);
+            start = next_index;
+            let _ = index;
+        }
+    }
+    if start < bytes.len() {
+        cuts.push(&text[start..]);
+    }
+    cuts.into_iter()
 }
 
 /// Tokens a chat request with these messages sends as its prompt.
@@ -79,6 +129,40 @@ mod tests {
         assert_eq!(count_chat_tokens(&system("hello world")), 2 + overhead);
         assert_eq!(count_chat_tokens(&system("hello world")), 2 + overhead);
         assert_eq!(count_chat_tokens(&system("hello brave new world")), 4 + overhead);
+    }
+
+    #[test]
+    fn cached_counts_equal_whole_counts() {
+        let texts = [
+            "You are Brom, the blacksmith. Personality: gruff.\nHow you see the player: friend (trustworthy).\n\nRelationship: Friend. You have neutral feelings toward them.\n\nYour memories of this player:\n📝 The player bought a steel sword for 50 gold. (3 days ago, ⭐⭐⭐)\n💡 The player often trades with me (4 times). (yesterday, ⭐⭐)\n\nStay in character.",
+            "a\nb\n\n  c\n\td\n123\n'll\n.\n\n",
+            "",
+            "\n\n\nx",
+            "line one.)\n\n- item\n- 42 items\n   \nend",
+        ];
+        for text in texts {
+            assert_eq!(count_tokens_cached(text), count_tokens(text), "{text:?}");
+            assert_eq!(count_tokens_cached(text), count_tokens(text), "again, from the cache: {text:?}");
+        }
+    }
+
+    #[test]
+    fn cached_counts_equal_whole_counts_on_random_texts() {
+        let alphabet: Vec<char> = "ab Z9.,!?'-()⭐📝\n\n \t\r:".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..3_000 {
+            let length = (state % 40) as usize;
+            let text: String = (0..length)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(count_tokens_cached(&text), count_tokens(&text), "{text:?}");
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        }
     }
 
     #[test]

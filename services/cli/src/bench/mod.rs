@@ -2,6 +2,7 @@
 //! throughput and latency next to a raw baseline measured in the same run (DESIGN §7).
 
 mod decay;
+mod enrich;
 mod ingest;
 mod load;
 mod pipeline;
@@ -31,6 +32,9 @@ pub enum Scenario {
     /// Seconds for the decay job over 1,000,000 memories in 4,000 pairs (caps prune
     /// 200,000), on a scratch database.
     Decay(decay::DecayBenchArgs),
+    /// Enrich latency and requests/s (warm and cold cache) over 1,000 pairs × 200
+    /// memories, beside a direct SQL read of the same rows.
+    Enrich(enrich::EnrichBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
@@ -39,6 +43,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Pipeline(args) => pipeline::run(common, args).await,
         Scenario::Relate(args) => relate::run(common, args).await,
         Scenario::Decay(args) => decay::run(common, args).await,
+        Scenario::Enrich(args) => enrich::run(common, args).await,
     }
 }
 

@@ -118,6 +118,22 @@ impl Processes {
         }
     }
 
+    /// Starts processes that consume no stream (enrich); the caller waits for them to
+    /// answer.
+    pub async fn start_without_consumers(
+        bin_dir: &Path,
+        common: &CommonConfig,
+        scratch: &Scratch,
+        specs: &[ProcessSpec],
+    ) -> anyhow::Result<Self> {
+        let mut processes = Self { children: Vec::new() };
+        for spec in specs {
+            let child = spawn(bin_dir, spec.binary, common, scratch, &spec.env)?;
+            processes.children.push((spec.binary, child));
+        }
+        Ok(processes)
+    }
+
     pub fn pid(&self, binary: &str) -> Option<u32> {
         self.children.iter().find(|(name, _)| *name == binary).and_then(|(_, child)| child.id())
     }
