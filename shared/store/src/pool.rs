@@ -7,9 +7,6 @@ use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
 use crate::error::{StoreError, StoreResult};
 
-/// Embedded migrations from `migrations/`. The migrator takes an advisory lock, so several
-/// services starting at once apply them exactly once.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
 #[derive(Debug, Clone)]
 pub struct PoolOptions {
@@ -39,7 +36,13 @@ pub async fn connect(database_url: &str, options: &PoolOptions) -> StoreResult<P
 }
 
 pub async fn migrate(pool: &PgPool) -> StoreResult<()> {
-    MIGRATOR.run(pool).await?;
+    // Embedded from `migrations/`; the migrator takes an advisory lock, so several
+    // services starting at once apply them exactly once.
+    let mut migrator = sqlx::migrate!("../../migrations");
+    // During a rolling upgrade a replica of the older release must keep starting after a
+    // newer one migrated further: migrations only ever add, so unknown ones are fine.
+    migrator.set_ignore_missing(true);
+    migrator.run(pool).await?;
     Ok(())
 }
 
