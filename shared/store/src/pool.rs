@@ -7,7 +7,6 @@ use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
 use crate::error::{StoreError, StoreResult};
 
-
 #[derive(Debug, Clone)]
 pub struct PoolOptions {
     pub max_connections: u32,
