@@ -152,79 +152,68 @@ impl TestEnv {
         .collect()
     }
 
-    pub fn ingest_config(&self, extra_args: &[&str]) -> IngestConfig {
-        let mut args = vec!["npcmem-ingest".to_string()];
+    /// A service's configuration from this test's common arguments plus `extra_args`
+    /// (later flags win).
+    fn config<C: Parser>(&self, binary: &str, extra_args: &[&str]) -> C {
+        let mut args = vec![binary.to_string()];
         args.extend(self.common_args());
         args.extend(extra_args.iter().map(|s| s.to_string()));
-        IngestConfig::try_parse_from(args).expect("test arguments parse")
+        C::try_parse_from(args).expect("test arguments parse")
     }
 
-    /// Runs ingest in-process until the returned handle is stopped.
+    /// Runs a service's `run` in-process until the returned handle is stopped.
+    fn spawn_service<F>(run: impl FnOnce(Shutdown) -> F) -> InProcessService
+    where
+        F: Future<Output = Result<(), npcmem_service::ServiceError>> + Send + 'static,
+    {
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(run(shutdown.clone()));
+        InProcessService { shutdown, task }
+    }
+
+    pub fn ingest_config(&self, extra_args: &[&str]) -> IngestConfig {
+        self.config("npcmem-ingest", extra_args)
+    }
+
     pub fn spawn_ingest(&self, extra_args: &[&str]) -> InProcessService {
         let config = self.ingest_config(extra_args);
-        let shutdown = Shutdown::new();
-        let task = tokio::spawn(npcmem_ingest::run(config, shutdown.clone()));
-        InProcessService { shutdown, task }
+        Self::spawn_service(|shutdown| npcmem_ingest::run(config, shutdown))
     }
 
     pub fn extract_config(&self, extra_args: &[&str]) -> ExtractConfig {
-        let mut args = vec!["npcmem-extract".to_string()];
-        args.extend(self.common_args());
-        args.extend(extra_args.iter().map(|s| s.to_string()));
-        ExtractConfig::try_parse_from(args).expect("test arguments parse")
+        self.config("npcmem-extract", extra_args)
     }
 
-    /// Runs extract in-process until the returned handle is stopped.
     pub fn spawn_extract(&self, extra_args: &[&str]) -> InProcessService {
         let config = self.extract_config(extra_args);
-        let shutdown = Shutdown::new();
-        let task = tokio::spawn(npcmem_extract::run(config, shutdown.clone()));
-        InProcessService { shutdown, task }
+        Self::spawn_service(|shutdown| npcmem_extract::run(config, shutdown))
     }
 
     pub fn relate_config(&self, extra_args: &[&str]) -> npcmem_relate::RelateConfig {
-        let mut args = vec!["npcmem-relate".to_string()];
-        args.extend(self.common_args());
-        args.extend(extra_args.iter().map(|s| s.to_string()));
-        npcmem_relate::RelateConfig::try_parse_from(args).expect("test arguments parse")
+        self.config("npcmem-relate", extra_args)
     }
 
-    /// Runs relate in-process until the returned handle is stopped.
     pub fn spawn_relate(&self, extra_args: &[&str]) -> InProcessService {
         let config = self.relate_config(extra_args);
-        let shutdown = Shutdown::new();
-        let task = tokio::spawn(npcmem_relate::run(config, shutdown.clone()));
-        InProcessService { shutdown, task }
+        Self::spawn_service(|shutdown| npcmem_relate::run(config, shutdown))
     }
 
     pub fn consolidate_config(&self, extra_args: &[&str]) -> npcmem_consolidate::ConsolidateConfig {
-        let mut args = vec!["npcmem-consolidate".to_string()];
-        args.extend(self.common_args());
-        args.extend(extra_args.iter().map(|s| s.to_string()));
-        npcmem_consolidate::ConsolidateConfig::try_parse_from(args).expect("test arguments parse")
+        self.config("npcmem-consolidate", extra_args)
     }
 
-    /// Runs consolidate in-process until the returned handle is stopped.
     pub fn spawn_consolidate(&self, extra_args: &[&str]) -> InProcessService {
         let config = self.consolidate_config(extra_args);
-        let shutdown = Shutdown::new();
-        let task = tokio::spawn(npcmem_consolidate::run(config, shutdown.clone()));
-        InProcessService { shutdown, task }
+        Self::spawn_service(|shutdown| npcmem_consolidate::run(config, shutdown))
     }
 
     pub fn enrich_config(&self, extra_args: &[&str]) -> npcmem_enrich::EnrichConfig {
-        let mut args = vec!["npcmem-enrich".to_string()];
-        args.extend(self.common_args());
-        args.extend(extra_args.iter().map(|s| s.to_string()));
-        npcmem_enrich::EnrichConfig::try_parse_from(args).expect("test arguments parse")
+        self.config("npcmem-enrich", extra_args)
     }
 
-    /// Runs enrich in-process until the returned handle is stopped.
     pub fn spawn_enrich(&self, extra_args: &[&str]) -> InProcessService {
         let config = self.enrich_config(extra_args);
-        let shutdown = Shutdown::new();
-        let task = tokio::spawn(npcmem_enrich::run(config, shutdown.clone()));
-        InProcessService { shutdown, task }
+        Self::spawn_service(|shutdown| npcmem_enrich::run(config, shutdown))
     }
 
     /// A core NATS request on `P.<suffix>`, answered as JSON; waits for a responder.

@@ -91,11 +91,7 @@ impl Processes {
         scratch: &Scratch,
         specs: &[ProcessSpec],
     ) -> anyhow::Result<Self> {
-        let mut processes = Self { children: Vec::new() };
-        for spec in specs {
-            let child = spawn(bin_dir, spec.binary, common, scratch, &spec.env)?;
-            processes.children.push((spec.binary, child));
-        }
+        let mut processes = Self::start_without_consumers(bin_dir, common, scratch, specs).await?;
         let prefix = scratch.topology.stream_prefix();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
