@@ -316,3 +316,85 @@ async fn http_post(port: u16, path: &str, body: &str) -> (u16, String) {
     let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     (status, body)
 }
+
+#[tokio::test]
+async fn strangers_are_described_by_faction_standing_and_gossip_and_replicas_share_requests() {
+    let env = TestEnv::new().await;
+    let (port_a, port_b) = (free_port(), free_port());
+    let (addr_a, addr_b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
+    let replicas = [
+        env.spawn_enrich(&["--http-addr", &addr_a, "--enrich-access-flush-ms", "100"]),
+        env.spawn_enrich(&["--http-addr", &addr_b, "--enrich-access-flush-ms", "100"]),
+    ];
+    let pair = Pair::new();
+    sqlx::query("INSERT INTO npc_factions (npc_id, factions, as_of) VALUES ($1, ARRAY['smiths_guild'], now())")
+        .bind(pair.npc_id)
+        .execute(&env.pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO faction_reputation (faction, player_id, reputation, npcs_known) VALUES ('smiths_guild', $1, 0.4, 3)")
+        .bind(pair.player_id)
+        .execute(&env.pool)
+        .await
+        .unwrap();
+    let fact = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, confidence, importance, source, origin_fact_id)
+         VALUES ($1, $2, 'player_trait', $3, 'they are generous', 0.8, 0.6, 'gossip', $1)",
+    )
+    .bind(fact)
+    .bind(pair.npc_id)
+    .bind(pair.player_id)
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    let reply = env.request_json("enrich.request", &context_request(&pair, None, 1024)).await;
+    assert_eq!(
+        reply["placeholders"]["reputation"], "stranger; the smiths guild thinks well of them; heard: they are generous",
+        "{reply}"
+    );
+    assert!(section(&reply, "knowledge").is_some_and(|k| k.contains("they are generous")));
+
+    // Both replicas of the queue group answer some of 60 requests.
+    for _ in 0..60 {
+        env.request_json("enrich.request", &context_request(&Pair::new(), None, 256)).await;
+    }
+    for port in [port_a, port_b] {
+        let (_, metrics) = npcmem_tests::http_get(port, "/metrics").await.expect("metrics");
+        let misses: f64 = metrics
+            .lines()
+            .find(|line| line.starts_with("npcmem_enrich_cache_total{result=\"miss\"}"))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0.0);
+        assert!(misses >= 5.0, "replica on {port} answered {misses} cold requests");
+    }
+
+    // Memories that reached a prompt get their access counted, off the request path.
+    let memory = insert_memory(&env, &pair, "The player bought the steel sword.", &["trade"], 0.6, 1).await;
+    env.nats
+        .publish(
+            env.subject("cache.invalidate"),
+            serde_json::to_vec(&json!({"npc_id": pair.npc_id, "player_id": pair.player_id})).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    env.nats.flush().await.unwrap();
+    wait_until(WAIT, "the new memory in the context", || async {
+        section(&env.request_json("enrich.request", &context_request(&pair, None, 1024)).await, "memory").is_some()
+    })
+    .await;
+    wait_until(WAIT, "the access written back", || async {
+        sqlx::query_scalar::<_, i32>("SELECT access_count FROM memories WHERE id = $1")
+            .bind(memory)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap()
+            > 0
+    })
+    .await;
+    for replica in replicas {
+        replica.stop().await;
+    }
+    env.cleanup().await;
+}

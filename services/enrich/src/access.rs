@@ -36,18 +36,30 @@ pub async fn run_writer(
     flush(&pool, &mut pending).await;
 }
 
+/// Rows per statement, and the pause between statements: a flush of many memories is
+/// spread out instead of landing on Postgres at once, where it would slow the reads of
+/// requests in flight.
+const CHUNK: usize = 500;
+const PAUSE: Duration = Duration::from_millis(10);
+
 async fn flush(pool: &PgPool, pending: &mut HashMap<Uuid, i32>) {
     if pending.is_empty() {
         return;
     }
     let batch: Vec<(Uuid, i32)> = pending.drain().collect();
-    let written = async {
-        let mut connection = pool.acquire().await?;
-        npcmem_store::context::record_access(&mut connection, &batch, Utc::now()).await
-    }
-    .await;
-    if let Err(error) = written {
-        // Access counts only tune salience; losing one batch is better than piling up.
-        warn!(%error, memories = batch.len(), "writing back access counts failed; this batch is dropped");
+    let at = Utc::now();
+    for (index, chunk) in batch.chunks(CHUNK).enumerate() {
+        if index > 0 {
+            tokio::time::sleep(PAUSE).await;
+        }
+        let written = async {
+            let mut connection = pool.acquire().await?;
+            npcmem_store::context::record_access(&mut connection, chunk, at).await
+        }
+        .await;
+        if let Err(error) = written {
+            // Access counts only tune salience; losing a chunk is better than piling up.
+            warn!(%error, memories = chunk.len(), "writing back access counts failed; these are dropped");
+        }
     }
 }
