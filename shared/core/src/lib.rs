@@ -14,6 +14,7 @@
 pub mod consolidation;
 pub mod context;
 pub mod extraction;
+pub mod gossip;
 pub mod memory;
 pub mod redact;
 pub mod relationship;
