@@ -336,6 +336,10 @@ impl KnowledgeCategory {
             KnowledgeCategory::FactionIntel => "faction_intel",
         }
     }
+
+    pub fn parse(text: &str) -> Option<KnowledgeCategory> {
+        KnowledgeCategory::ALL.into_iter().find(|category| category.as_str() == text)
+    }
 }
 
 /// `P.world.npc_moved`. Room ids are the game's own strings (≤ 200 chars).

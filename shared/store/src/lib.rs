@@ -8,6 +8,7 @@ pub mod context;
 pub mod conversations;
 pub mod error;
 pub mod factions;
+pub mod knowledge;
 pub mod locks;
 pub mod maintenance;
 pub mod memories;

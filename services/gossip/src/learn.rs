@@ -1,0 +1,282 @@
+//! Knowledge in: facts from important memories (`event.memory.stored`, durable
+//! `gossip-learn`) and from the world (`world.observation`, `world.fact`), locations and
+//! profiles (`world.npc_moved`, `world.npc_profile`; durable `gossip-world`). Fact ids
+//! derive from the message, so a redelivery stores nothing twice.
+
+use chrono::Utc;
+use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
+use npcmem_core::gossip::{Drives, HeldFact};
+use npcmem_core::memory::SafetyFlag;
+use npcmem_core::validate::decode_message;
+use npcmem_core::wire::{
+    KnowledgeCategory, KnowledgeLearned, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, WorldFact,
+};
+use npcmem_store::factions::{self, FactionMembership, Side};
+use npcmem_store::knowledge::{self, NewFact, Profile, Source};
+use npcmem_store::outbox::{self, OutboxMessage};
+use npcmem_store::{PgConnection, PgPool, StoreError};
+use tracing::warn;
+use uuid::Uuid;
+
+const MAX_BYTES: usize = 256 * 1024;
+/// Memories at least this important about a player become facts about them.
+const MIN_LEARN_IMPORTANCE: f64 = 0.5;
+const WORLD_TAGS: &[&str] = &["bandits", "world", "war", "raid", "festival", "plague", "news"];
+
+/// A deterministic id per (message id, holder): unique per holder, the same on redelivery.
+pub fn derive_id(message_id: Uuid, holder: Uuid) -> Uuid {
+    Uuid::from_u128(message_id.as_u128() ^ holder.as_u128().rotate_left(17))
+}
+
+/// What a memory teaches the NPC that made it: secrets are gossip (faction intel when the
+/// memory is about a faction), world tags world events, the rest a trait of the player.
+pub fn fact_from_memory(event: &MemoryStored, memory: &npcmem_core::wire::StoredMemory) -> Option<HeldFact> {
+    if memory.importance < MIN_LEARN_IMPORTANCE || memory.safety_flag == SafetyFlag::Suspect {
+        return None;
+    }
+    let has = |tag: &str| memory.tags.iter().any(|t| t == tag);
+    let category = if has("secret") {
+        if has("faction") { KnowledgeCategory::FactionIntel } else { KnowledgeCategory::NpcGossip }
+    } else if memory.tags.iter().any(|t| WORLD_TAGS.contains(&t.as_str())) {
+        KnowledgeCategory::WorldEvent
+    } else {
+        KnowledgeCategory::PlayerTrait
+    };
+    Some(HeldFact {
+        id: memory.id,
+        origin_fact_id: memory.id,
+        holder: event.npc_id,
+        category,
+        subject_id: Some(event.player_id),
+        content: memory.content.clone(),
+        tags: memory.tags.clone(),
+        confidence: memory.confidence.clamp(0.0, 1.0),
+        importance: memory.importance.clamp(0.0, 1.0),
+        hop_count: 0,
+        provenance: Vec::new(),
+        expires_at: None,
+    })
+}
+
+/// Stores facts with their `event.knowledge.learned` in one transaction.
+pub async fn store_facts(
+    connection: &mut PgConnection,
+    topology: &Topology,
+    facts: Vec<NewFact>,
+) -> Result<Vec<NewFact>, StoreError> {
+    let inserted = knowledge::insert_facts(connection, &facts).await?;
+    let stored: Vec<NewFact> = facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).collect();
+    let messages: Vec<OutboxMessage> = stored.iter().map(|new| learned_event(topology, new)).collect();
+    outbox::enqueue(connection, &messages).await?;
+    Ok(stored)
+}
+
+pub fn learned_event(topology: &Topology, new: &NewFact) -> OutboxMessage {
+    let fact = &new.fact;
+    let event = KnowledgeLearned {
+        schema_version: SCHEMA_VERSION,
+        event_id: fact.id,
+        npc_id: fact.holder,
+        fact: serde_json::json!({
+            "id": fact.id, "origin_fact_id": fact.origin_fact_id, "category": fact.category.as_str(),
+            "subject_id": fact.subject_id, "content": fact.content, "tags": fact.tags,
+            "confidence": fact.confidence, "importance": fact.importance, "hop_count": fact.hop_count,
+            "provenance": fact.provenance, "source": new.source.as_str(), "source_memory_id": new.source_memory_id,
+            "expires_at": fact.expires_at,
+        }),
+        from_npc_id: new.speaker_id,
+    };
+    OutboxMessage {
+        subject: topology.event("knowledge.learned"),
+        msg_id: Some(format!("learned-{}", fact.id)),
+        payload: serde_json::to_vec(&event).expect("events serialise"),
+        headers: Default::default(),
+    }
+}
+
+pub struct LearnHandler {
+    pub pool: PgPool,
+    pub topology: Topology,
+}
+
+impl BatchHandler for LearnHandler {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
+        let mut dispositions = Vec::with_capacity(batch.len());
+        let mut facts = Vec::new();
+        for delivery in batch {
+            match decode_message::<MemoryStored>(delivery.payload(), MAX_BYTES) {
+                Ok(event) => {
+                    facts.extend(event.memories.iter().filter_map(|memory| fact_from_memory(&event, memory)).map(
+                        |fact| NewFact {
+                            source_memory_id: Some(fact.id),
+                            fact,
+                            source: Source::Conversation,
+                            speaker_id: None,
+                        },
+                    ));
+                    dispositions.push(Disposition::Done);
+                }
+                Err(error) => dispositions.push(error.into()),
+            }
+        }
+        if let Err(error) = commit_facts(&self.pool, &self.topology, facts).await {
+            warn!(%error, "storing learned facts failed, will retry");
+            retry_done(&mut dispositions, &error.to_string());
+        }
+        dispositions
+    }
+}
+
+async fn commit_facts(pool: &PgPool, topology: &Topology, facts: Vec<NewFact>) -> Result<(), StoreError> {
+    if facts.is_empty() {
+        return Ok(());
+    }
+    let mut transaction = pool.begin().await?;
+    store_facts(&mut transaction, topology, facts).await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+fn retry_done(dispositions: &mut [Disposition], reason: &str) {
+    for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
+        *disposition = Disposition::Retry(reason.to_owned());
+    }
+}
+
+pub struct WorldHandler {
+    pub pool: PgPool,
+    pub topology: Topology,
+}
+
+impl BatchHandler for WorldHandler {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
+        let mut dispositions = Vec::with_capacity(batch.len());
+        let mut facts = Vec::new();
+        let mut moves = Vec::new();
+        let mut profiles = Vec::new();
+        let now = Utc::now();
+        for delivery in batch {
+            let subject = delivery.subject();
+            let decoded: Result<(), npcmem_core::validate::ValidationError> =
+                if subject == self.topology.subject("world.npc_moved") {
+                    decode_message::<NpcMoved>(delivery.payload(), MAX_BYTES)
+                        .map(|moved| moves.push((moved.npc_id, moved.room_id, moved.at)))
+                } else if subject == self.topology.subject("world.npc_profile") {
+                    decode_message::<NpcProfile>(delivery.payload(), MAX_BYTES).map(|profile| profiles.push(profile))
+                } else if subject == self.topology.subject("world.observation") {
+                    decode_message::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
+                        for witness in &observation.witness_ids {
+                            facts.push(world_fact(
+                                observation.observation_id,
+                                *witness,
+                                observation.category,
+                                observation.subject_id,
+                                &observation.content,
+                                &observation.tags,
+                                observation.importance,
+                                1.0,
+                                None,
+                                Source::DirectObservation,
+                            ));
+                        }
+                    })
+                } else if subject == self.topology.subject("world.fact") {
+                    decode_message::<WorldFact>(delivery.payload(), MAX_BYTES).map(|fact| {
+                        for npc in &fact.npc_ids {
+                            facts.push(world_fact(
+                                fact.fact_id,
+                                *npc,
+                                fact.category,
+                                fact.subject_id,
+                                &fact.content,
+                                &fact.tags,
+                                fact.importance,
+                                fact.confidence,
+                                fact.expires_at,
+                                Source::Authored,
+                            ));
+                        }
+                    })
+                } else {
+                    // world.player_privacy belongs to ingest; other world subjects are not ours.
+                    Ok(())
+                };
+            dispositions.push(match decoded {
+                Ok(()) => Disposition::Done,
+                Err(error) => error.into(),
+            });
+        }
+        let written = async {
+            let mut transaction = self.pool.begin().await?;
+            knowledge::record_locations(&mut transaction, &moves).await?;
+            let mut memberships = Vec::new();
+            for profile in &profiles {
+                let as_of = profile.at.unwrap_or(now);
+                knowledge::record_profile(
+                    &mut transaction,
+                    &Profile {
+                        npc_id: profile.npc_id,
+                        name: profile.name.clone(),
+                        role: profile.role.clone(),
+                        drives: profile.drives.as_ref().map(|d| Drives {
+                            social: d.social,
+                            safety: d.safety,
+                            loyalty: d.loyalty,
+                            curiosity: d.curiosity,
+                        }),
+                        mood: profile.mood.as_ref().map(|m| (m.mood.clone(), m.intensity, m.expires_at)),
+                        as_of,
+                    },
+                )
+                .await?;
+                memberships.push(FactionMembership { id: profile.npc_id, factions: profile.factions.clone(), as_of });
+            }
+            factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
+            if !facts.is_empty() {
+                store_facts(&mut transaction, &self.topology, std::mem::take(&mut facts)).await?;
+            }
+            transaction.commit().await?;
+            Ok::<_, StoreError>(())
+        }
+        .await;
+        if let Err(error) = written {
+            warn!(%error, "recording world messages failed, will retry");
+            retry_done(&mut dispositions, &error.to_string());
+        }
+        dispositions
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn world_fact(
+    message_id: Uuid,
+    holder: Uuid,
+    category: KnowledgeCategory,
+    subject_id: Option<Uuid>,
+    content: &str,
+    tags: &[String],
+    importance: f64,
+    confidence: f64,
+    expires_at: Option<chrono::DateTime<Utc>>,
+    source: Source,
+) -> NewFact {
+    NewFact {
+        fact: HeldFact {
+            id: derive_id(message_id, holder),
+            origin_fact_id: message_id,
+            holder,
+            category,
+            subject_id,
+            content: content.to_owned(),
+            tags: tags.to_vec(),
+            confidence: npcmem_core::memory::round3(confidence.clamp(0.0, 1.0)),
+            importance: importance.clamp(0.0, 1.0),
+            hop_count: 0,
+            provenance: Vec::new(),
+            expires_at,
+        },
+        source,
+        source_memory_id: None,
+        speaker_id: None,
+    }
+}

@@ -1,0 +1,150 @@
+//! The gossip service (DESIGN §5): owns knowledge. Learns facts from memories and the
+//! world, tracks where NPCs are, and each tick lets co-located NPCs pass on what they
+//! know (seed §Knowledge Graph & Gossip Subsystem), emitting `event.knowledge.learned`,
+//! `signal.secret_learned` and `cache.invalidate`.
+
+pub mod learn;
+pub mod tick;
+
+use std::time::Duration;
+
+use npcmem_bus::{ConsumerLoop, StreamKind};
+use npcmem_service::{CommonConfig, ServiceContext, ServiceError, Shutdown};
+use npcmem_store::{PgConnection, maintenance};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use sqlx::Connection;
+use tracing::{info, warn};
+
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9304";
+pub const CONSUMER_LEARN: &str = "gossip-learn";
+pub const CONSUMER_WORLD: &str = "gossip-world";
+/// The leader lock: one replica ticks at a time.
+const LEADER_JOB: &str = "gossip-tick";
+
+/// npcmem-gossip: knowledge and its spread between NPCs.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "npcmem-gossip", version, about, args_override_self = true)]
+pub struct GossipConfig {
+    #[command(flatten)]
+    pub common: CommonConfig,
+    /// Time between ticks.
+    #[arg(long, env = "NPCMEM_GOSSIP_TICK_MS", default_value_t = 1_000)]
+    pub gossip_tick_ms: u64,
+    /// Exchanges per tick (the seed's 3; large worlds need far more).
+    #[arg(long, env = "NPCMEM_GOSSIP_BUDGET", default_value_t = 3)]
+    pub gossip_budget: usize,
+}
+
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let config = GossipConfig::parse();
+    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+}
+
+pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), ServiceError> {
+    if config.gossip_budget == 0 || config.gossip_tick_ms == 0 {
+        return Err(ServiceError::Config("NPCMEM_GOSSIP_BUDGET and NPCMEM_GOSSIP_TICK_MS must be positive".into()));
+    }
+    let mut registry = Registry::default();
+    let context = ServiceContext::connect(&config.common, "gossip", &mut registry).await?;
+    let exchanges = Counter::<u64>::default();
+    let tick_seconds = Histogram::new([0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5]);
+    registry.register("npcmem_gossip_exchanges", "Facts passed from one NPC to another", exchanges.clone());
+    registry.register(
+        "npcmem_gossip_tick_seconds",
+        "Duration of a gossip tick, its commit included",
+        tick_seconds.clone(),
+    );
+    let topology = context.topology.clone();
+    let learn = ConsumerLoop {
+        js: context.js.clone(),
+        topology: topology.clone(),
+        spec: topology.consumer(CONSUMER_LEARN, StreamKind::Events, topology.event("memory.stored")),
+        settings: context.config.consumer_settings(),
+        handler: learn::LearnHandler { pool: context.pool.clone(), topology: topology.clone() },
+        metrics: context.bus_metrics.clone(),
+    };
+    let world = ConsumerLoop {
+        js: context.js.clone(),
+        topology: topology.clone(),
+        spec: topology.consumer(CONSUMER_WORLD, StreamKind::World, topology.subject("world.>")),
+        settings: context.config.consumer_settings(),
+        handler: learn::WorldHandler { pool: context.pool.clone(), topology: topology.clone() },
+        metrics: context.bus_metrics.clone(),
+    };
+    let learn_consumer = learn.prepare().await?;
+    let world_consumer = world.prepare().await?;
+    let support = context
+        .start_support(registry, DEFAULT_HTTP_ADDR, vec![learn.spec.clone(), world.spec.clone()], &shutdown)
+        .await?;
+    let ticker =
+        tick::Ticker::new(context.pool.clone(), topology.clone(), Some(context.nats.clone()), config.gossip_budget);
+    let ticking = tokio::spawn(lead(
+        ticker,
+        config.common.database_url.clone(),
+        Duration::from_millis(config.gossip_tick_ms),
+        exchanges,
+        tick_seconds,
+        shutdown.subscribe(),
+    ));
+    let learning = tokio::spawn(learn.run(learn_consumer, shutdown.subscribe()));
+    world.run(world_consumer, shutdown.subscribe()).await;
+    let _ = learning.await;
+    let _ = ticking.await;
+    support.stop(&context).await;
+    Ok(())
+}
+
+/// Ticks while this replica holds the leader lock; otherwise tries to take it every tick.
+async fn lead(
+    mut ticker: tick::Ticker,
+    database_url: String,
+    every: Duration,
+    exchanges: Counter<u64>,
+    tick_seconds: Histogram,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut leader: Option<PgConnection> = None;
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if leader.is_none() {
+            match PgConnection::connect(&database_url).await {
+                Ok(mut connection) => match maintenance::try_lock_job(&mut connection, LEADER_JOB).await {
+                    Ok(true) => {
+                        info!("gossip leader: this replica ticks");
+                        ticker.world = tick::World::default();
+                        leader = Some(connection);
+                    }
+                    Ok(false) => continue,
+                    Err(error) => {
+                        warn!(%error, "cannot take the gossip leader lock");
+                        continue;
+                    }
+                },
+                Err(error) => {
+                    warn!(%error, "cannot connect for the gossip leader lock");
+                    continue;
+                }
+            }
+        }
+        match ticker.tick().await {
+            Ok(report) => {
+                exchanges.inc_by(report.exchanges as u64);
+                if !report.skipped {
+                    tick_seconds.observe(report.duration.as_secs_f64());
+                }
+            }
+            Err(error) => warn!(%error, "gossip tick failed; the next one tries again"),
+        }
+    }
+    if let Some(connection) = leader {
+        let _ = connection.close().await;
+    }
+}

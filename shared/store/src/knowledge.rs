@@ -1,0 +1,282 @@
+//! Knowledge facts, NPC locations and profiles as the gossip service writes and loads
+//! them (migration 0007).
+
+use chrono::{DateTime, Utc};
+use npcmem_core::gossip::{Drives, HeldFact, MAX_FACTS_PER_NPC};
+use npcmem_core::wire::KnowledgeCategory;
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::StoreResult;
+
+/// How a fact reached its holder (seed `KnowledgeSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    DirectObservation,
+    Conversation,
+    Gossip,
+    Authored,
+}
+
+impl Source {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Source::DirectObservation => "direct_observation",
+            Source::Conversation => "conversation",
+            Source::Gossip => "gossip",
+            Source::Authored => "authored",
+        }
+    }
+}
+
+/// A fact to store, with how it was learned.
+#[derive(Debug, Clone)]
+pub struct NewFact {
+    pub fact: HeldFact,
+    pub source: Source,
+    pub source_memory_id: Option<Uuid>,
+    pub speaker_id: Option<Uuid>,
+}
+
+#[derive(Serialize)]
+struct FactRow<'a> {
+    id: Uuid,
+    npc_id: Uuid,
+    category: &'static str,
+    subject_id: Option<Uuid>,
+    content: &'a str,
+    tags: &'a [String],
+    confidence: f64,
+    importance: f64,
+    source: &'static str,
+    source_memory_id: Option<Uuid>,
+    origin_fact_id: Uuid,
+    hop_count: i32,
+    provenance: &'a [Uuid],
+    speaker_id: Option<Uuid>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+/// Inserts facts an NPC does not know yet (unique per holder and origin); returns the ids
+/// stored. Then each touched NPC is held to its cap, lowest importance first.
+pub async fn insert_facts(connection: &mut PgConnection, facts: &[NewFact]) -> StoreResult<Vec<Uuid>> {
+    if facts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<FactRow<'_>> = facts
+        .iter()
+        .map(|new| FactRow {
+            id: new.fact.id,
+            npc_id: new.fact.holder,
+            category: new.fact.category.as_str(),
+            subject_id: new.fact.subject_id,
+            content: &new.fact.content,
+            tags: &new.fact.tags,
+            confidence: new.fact.confidence,
+            importance: new.fact.importance,
+            source: new.source.as_str(),
+            source_memory_id: new.source_memory_id,
+            origin_fact_id: new.fact.origin_fact_id,
+            hop_count: new.fact.hop_count,
+            provenance: &new.fact.provenance,
+            speaker_id: new.speaker_id,
+            expires_at: new.fact.expires_at,
+        })
+        .collect();
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance, source,
+                                      source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
+         SELECT id, npc_id, category, subject_id, content, tags, confidence, importance, source, source_memory_id,
+                origin_fact_id, hop_count, provenance, speaker_id, expires_at
+         FROM jsonb_to_recordset($1) AS r(id uuid, npc_id uuid, category text, subject_id uuid, content text,
+              tags text[], confidence float8, importance float8, source text, source_memory_id uuid,
+              origin_fact_id uuid, hop_count int4, provenance uuid[], speaker_id uuid, expires_at timestamptz)
+         ORDER BY npc_id, origin_fact_id
+         ON CONFLICT (npc_id, origin_fact_id) DO NOTHING
+         RETURNING id",
+    )
+    .bind(sqlx::types::Json(&rows))
+    .fetch_all(&mut *connection)
+    .await?;
+    let mut holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+    holders.sort_unstable();
+    holders.dedup();
+    sqlx::query(
+        "DELETE FROM knowledge_facts WHERE id IN (
+             SELECT id FROM (
+                 SELECT id, row_number() OVER (PARTITION BY npc_id ORDER BY importance DESC, created_at DESC, id) AS rank
+                 FROM knowledge_facts WHERE npc_id = ANY($1)) AS ranked
+             WHERE rank > $2)",
+    )
+    .bind(&holders)
+    .bind(MAX_FACTS_PER_NPC as i64)
+    .execute(connection)
+    .await?;
+    Ok(inserted)
+}
+
+type FactRowOut =
+    (Uuid, Uuid, Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, i32, Vec<Uuid>, Option<DateTime<Utc>>);
+
+/// Facts that may still spread (importance, confidence and hops within the rules, not
+/// expired), created after `since`; and, separately, which NPC knows which origin.
+pub async fn load_spreadable(
+    connection: &mut PgConnection,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<HeldFact>> {
+    let rows: Vec<FactRowOut> = sqlx::query_as(
+        "SELECT id, origin_fact_id, npc_id, category, subject_id, content, tags, confidence, importance, hop_count,
+                provenance, expires_at
+         FROM knowledge_facts
+         WHERE created_at > $1 AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
+           AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL",
+    )
+    .bind(since)
+    .bind(now)
+    .fetch_all(connection)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(
+            |(
+                id,
+                origin_fact_id,
+                holder,
+                category,
+                subject_id,
+                content,
+                tags,
+                confidence,
+                importance,
+                hop_count,
+                provenance,
+                expires_at,
+            )| {
+                Some(HeldFact {
+                    id,
+                    origin_fact_id,
+                    holder,
+                    category: KnowledgeCategory::parse(&category)?,
+                    subject_id,
+                    content,
+                    tags,
+                    confidence,
+                    importance,
+                    hop_count,
+                    provenance,
+                    expires_at,
+                })
+            },
+        )
+        .collect())
+}
+
+/// (holder, origin) of every fact created after `since`.
+pub async fn load_known(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, Uuid)>> {
+    let rows = sqlx::query_as("SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1")
+        .bind(since)
+        .fetch_all(connection)
+        .await?;
+    Ok(rows)
+}
+
+/// Records where NPCs are; the latest `as_of` wins.
+pub async fn record_locations(
+    connection: &mut PgConnection,
+    moves: &[(Uuid, String, DateTime<Utc>)],
+) -> StoreResult<()> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let mut sorted = moves.to_vec();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)));
+    sorted.dedup_by_key(|m| m.0);
+    let npcs: Vec<Uuid> = sorted.iter().map(|m| m.0).collect();
+    let rooms: Vec<String> = sorted.iter().map(|m| m.1.clone()).collect();
+    let ats: Vec<DateTime<Utc>> = sorted.iter().map(|m| m.2).collect();
+    sqlx::query(
+        "INSERT INTO npc_locations (npc_id, room_id, as_of)
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])
+         ON CONFLICT (npc_id) DO UPDATE SET room_id = EXCLUDED.room_id, as_of = EXCLUDED.as_of
+             WHERE npc_locations.as_of <= EXCLUDED.as_of",
+    )
+    .bind(&npcs)
+    .bind(&rooms)
+    .bind(&ats)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// Locations changed after `since` (by `as_of`).
+pub async fn load_locations(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, String)>> {
+    let rows = sqlx::query_as("SELECT npc_id, room_id FROM npc_locations WHERE as_of > $1")
+        .bind(since)
+        .fetch_all(connection)
+        .await?;
+    Ok(rows)
+}
+
+/// One `world.npc_profile`.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub npc_id: Uuid,
+    pub name: String,
+    pub role: Option<String>,
+    pub drives: Option<Drives>,
+    pub mood: Option<(String, f64, Option<DateTime<Utc>>)>,
+    pub as_of: DateTime<Utc>,
+}
+
+pub async fn record_profile(connection: &mut PgConnection, profile: &Profile) -> StoreResult<()> {
+    let drives = profile.drives.map(
+        |d| serde_json::json!({"social": d.social, "safety": d.safety, "loyalty": d.loyalty, "curiosity": d.curiosity}),
+    );
+    sqlx::query(
+        "INSERT INTO npc_profiles (npc_id, name, role, drives, mood, mood_intensity, mood_expires_at, as_of)
+         VALUES ($1, $2, $3, COALESCE($4, '{\"social\":0.5,\"safety\":0.5,\"loyalty\":0.5,\"curiosity\":0.5}'::jsonb),
+                 $5, COALESCE($6, 0), $7, $8)
+         ON CONFLICT (npc_id) DO UPDATE SET name = EXCLUDED.name, role = EXCLUDED.role,
+             drives = COALESCE($4, npc_profiles.drives), mood = EXCLUDED.mood, mood_intensity = EXCLUDED.mood_intensity,
+             mood_expires_at = EXCLUDED.mood_expires_at, as_of = EXCLUDED.as_of
+             WHERE npc_profiles.as_of <= EXCLUDED.as_of",
+    )
+    .bind(profile.npc_id)
+    .bind(&profile.name)
+    .bind(&profile.role)
+    .bind(drives.map(sqlx::types::Json))
+    .bind(profile.mood.as_ref().map(|m| m.0.clone()))
+    .bind(profile.mood.as_ref().map(|m| m.1.clamp(0.0, 1.0)))
+    .bind(profile.mood.as_ref().and_then(|m| m.2))
+    .bind(profile.as_of)
+    .execute(connection)
+    .await?;
+    Ok(())
+}
+
+/// Drives of profiles changed after `since`.
+pub async fn load_drives(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, Drives)>> {
+    let rows: Vec<(Uuid, sqlx::types::Json<serde_json::Value>)> =
+        sqlx::query_as("SELECT npc_id, drives FROM npc_profiles WHERE as_of > $1")
+            .bind(since)
+            .fetch_all(connection)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(npc_id, drives)| {
+            let get =
+                |name: &str| drives.0.get(name).and_then(serde_json::Value::as_f64).unwrap_or(0.5).clamp(0.0, 1.0);
+            (
+                npc_id,
+                Drives {
+                    social: get("social"),
+                    safety: get("safety"),
+                    loyalty: get("loyalty"),
+                    curiosity: get("curiosity"),
+                },
+            )
+        })
+        .collect())
+}
