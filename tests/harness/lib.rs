@@ -216,6 +216,11 @@ impl TestEnv {
         Self::spawn_service(|shutdown| npcmem_enrich::run(config, shutdown))
     }
 
+    pub fn spawn_gossip(&self, extra_args: &[&str]) -> InProcessService {
+        let config: npcmem_gossip::GossipConfig = self.config("npcmem-gossip", extra_args);
+        Self::spawn_service(|shutdown| npcmem_gossip::run(config, shutdown))
+    }
+
     /// A core NATS request on `P.<suffix>`, answered as JSON; waits for a responder.
     pub async fn request_json(&self, suffix: &str, body: &serde_json::Value) -> serde_json::Value {
         let subject = self.subject(suffix);

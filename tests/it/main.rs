@@ -5,6 +5,7 @@ mod consolidate;
 mod enrich;
 mod extract;
 mod extract_llm;
+mod gossip;
 mod ingest;
 mod ingest_faults;
 mod nats_permissions;

@@ -49,7 +49,7 @@ impl Default for World {
             facts: HashMap::new(),
             known: HashSet::new(),
             drives: HashMap::new(),
-            watermark: DateTime::<Utc>::MIN_UTC,
+            watermark: DateTime::<Utc>::UNIX_EPOCH,
         }
     }
 }
@@ -71,8 +71,8 @@ impl Ticker {
 
     /// Loads what changed since the last refresh.
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let since = if self.world.watermark == DateTime::<Utc>::MIN_UTC {
-            DateTime::<Utc>::MIN_UTC
+        let since = if self.world.watermark == DateTime::<Utc>::UNIX_EPOCH {
+            DateTime::<Utc>::UNIX_EPOCH
         } else {
             self.world.watermark - REFRESH_OVERLAP
         };
@@ -132,10 +132,11 @@ impl Ticker {
         let mut exchanges: Vec<(HeldFact, Uuid)> = Vec::new();
         let mut planned: HashSet<(Uuid, Uuid)> = HashSet::new();
         let mut pairs_tried = 0;
+        let mut requeue = Vec::new();
         // A pair without anything to say is dropped; give up after many such pairs so a
         // tick stays O(budget) even when the queue holds little of value.
         while exchanges.len() < self.budget && pairs_tried < self.budget * 20 {
-            let Some((speaker, listener)) = self.world.queue.next() else { break };
+            let Some((speaker, listener)) = self.world.queue.next_pair() else { break };
             pairs_tried += 1;
             let Some(candidates) = self.world.facts.get(&speaker) else { continue };
             let drives = self.world.drives.get(&speaker).copied().unwrap_or_default();
@@ -150,7 +151,11 @@ impl Ticker {
             if let Some(fact) = chosen {
                 planned.insert((listener, fact.origin_fact_id));
                 exchanges.push((propagate(fact, speaker, listener, Uuid::new_v4()), speaker));
+                requeue.push((speaker, listener));
             }
+        }
+        for (speaker, listener) in requeue {
+            self.world.queue.requeue(speaker, listener);
         }
         if !exchanges.is_empty() {
             self.commit(exchanges, now).await?;

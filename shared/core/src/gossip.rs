@@ -170,7 +170,7 @@ impl GossipQueue {
     }
 
     /// Re-pairs the dirty rooms: every talker with every other NPC of its room. Pairs of
-    /// rooms that changed are dropped lazily by [`GossipQueue::next`] (they no longer
+    /// rooms that changed are dropped lazily by [`GossipQueue::next_pair`] (they no longer
     /// share a room). Returns the pairs added.
     pub fn rebuild(&mut self) -> usize {
         let mut added = 0;
@@ -191,7 +191,7 @@ impl GossipQueue {
     }
 
     /// The next pair still co-located, speaker still a talker; stale ones are dropped.
-    pub fn next(&mut self) -> Option<(Uuid, Uuid)> {
+    pub fn next_pair(&mut self) -> Option<(Uuid, Uuid)> {
         while let Some((speaker, listener)) = self.queue.pop_front() {
             let together = self.room_of.get(&speaker).is_some_and(|room| self.room_of.get(&listener) == Some(room));
             if together && self.talkers.contains(&speaker) {
@@ -199,6 +199,12 @@ impl GossipQueue {
             }
         }
         None
+    }
+
+    /// Puts a pair that just exchanged a fact back at the end: its speaker may have more
+    /// to tell (pairs with nothing to say are simply not put back).
+    pub fn requeue(&mut self, speaker: Uuid, listener: Uuid) {
+        self.queue.push_back((speaker, listener));
     }
 
     /// Pairs waiting.

@@ -277,7 +277,7 @@ pub async fn reinforce(connection: &mut PgConnection, pattern: &Pattern, now: Da
             let since = last_seen
                 .and_then(|text| DateTime::parse_from_rfc3339(&text).ok())
                 .map(|at| at.with_timezone(&Utc))
-                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+                .unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
             let new: i64 = sqlx::query_scalar(
                 "SELECT count(DISTINCT source_conversation_id) FROM memories
                  WHERE npc_id = $1 AND player_id = $2 AND memory_type = 'episodic' AND created_at > $3

@@ -92,13 +92,13 @@ fn the_queue_pairs_only_talkers_with_room_mates_and_drops_stale_pairs() {
     assert_eq!(queue.rebuild(), 2, "a → b, a → c");
     queue.moved(b, "forge");
     let mut pairs = Vec::new();
-    while let Some(pair) = queue.next() {
+    while let Some(pair) = queue.next_pair() {
         pairs.push(pair);
     }
     assert_eq!(pairs, vec![(a, c)], "b left the tavern");
     assert!(queue.is_dirty());
     queue.rebuild();
-    assert_eq!(queue.next(), Some((a, c)), "the tavern re-paired");
+    assert_eq!(queue.next_pair(), Some((a, c)), "the tavern re-paired");
 }
 
 #[test]
