@@ -58,13 +58,16 @@ pub fn fact_from_memory(event: &MemoryStored, memory: &npcmem_core::wire::Stored
     })
 }
 
-/// Stores facts with their `event.knowledge.learned` in one transaction.
+/// Stores facts with their `event.knowledge.learned` (in the caller's transaction) and
+/// holds the `capped` holders to the per-NPC cap.
 pub async fn store_facts(
     connection: &mut PgConnection,
     topology: &Topology,
     facts: Vec<NewFact>,
+    capped: &[Uuid],
 ) -> Result<Vec<NewFact>, StoreError> {
     let inserted = knowledge::insert_facts(connection, &facts).await?;
+    knowledge::enforce_fact_caps(connection, capped).await?;
     let stored: Vec<NewFact> = facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).collect();
     let messages: Vec<OutboxMessage> = stored.iter().map(|new| learned_event(topology, new)).collect();
     outbox::enqueue(connection, &messages).await?;
@@ -132,7 +135,8 @@ async fn commit_facts(pool: &PgPool, topology: &Topology, facts: Vec<NewFact>) -
         return Ok(());
     }
     let mut transaction = pool.begin().await?;
-    store_facts(&mut transaction, topology, facts).await?;
+    let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+    store_facts(&mut transaction, topology, facts, &holders).await?;
     transaction.commit().await?;
     Ok(())
 }
@@ -233,7 +237,8 @@ impl BatchHandler for WorldHandler {
             }
             factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
             if !facts.is_empty() {
-                store_facts(&mut transaction, &self.topology, std::mem::take(&mut facts)).await?;
+                let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+                store_facts(&mut transaction, &self.topology, std::mem::take(&mut facts), &holders).await?;
             }
             transaction.commit().await?;
             Ok::<_, StoreError>(())

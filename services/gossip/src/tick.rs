@@ -25,6 +25,9 @@ pub struct TickReport {
     pub pairs_tried: usize,
     pub rebuilt_pairs: usize,
     pub duration: Duration,
+    /// Of `duration`: reloading changes, and the commit of the exchanges.
+    pub refresh: Duration,
+    pub commit: Duration,
     pub skipped: bool,
 }
 
@@ -33,6 +36,9 @@ pub struct World {
     pub queue: GossipQueue,
     facts: HashMap<Uuid, Vec<HeldFact>>,
     known: HashSet<(Uuid, Uuid)>,
+    /// Facts each NPC holds, as far as this leader knows: the cap is only checked in SQL
+    /// for holders near it.
+    held: HashMap<Uuid, usize>,
     drives: HashMap<Uuid, Drives>,
     /// Changes older than this are in memory already.
     watermark: DateTime<Utc>,
@@ -40,6 +46,7 @@ pub struct World {
 
 /// How far back each refresh looks again: a row committed late with an earlier
 /// `created_at` (its transaction's start) is still picked up; duplicates are ignored.
+/// Refreshes after the first skip the facts gossip wrote itself: they are in memory.
 const REFRESH_OVERLAP: TimeDelta = TimeDelta::seconds(30);
 
 impl Default for World {
@@ -48,6 +55,7 @@ impl Default for World {
             queue: GossipQueue::default(),
             facts: HashMap::new(),
             known: HashSet::new(),
+            held: HashMap::new(),
             drives: HashMap::new(),
             watermark: DateTime::<Utc>::UNIX_EPOCH,
         }
@@ -71,22 +79,26 @@ impl Ticker {
 
     /// Loads what changed since the last refresh.
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let since = if self.world.watermark == DateTime::<Utc>::UNIX_EPOCH {
-            DateTime::<Utc>::UNIX_EPOCH
-        } else {
-            self.world.watermark - REFRESH_OVERLAP
-        };
-        let mut connection = self.pool.acquire().await?;
-        for (npc, room) in knowledge::load_locations(&mut connection, since).await? {
+        let full = self.world.watermark == DateTime::<Utc>::UNIX_EPOCH;
+        let since = if full { DateTime::<Utc>::UNIX_EPOCH } else { self.world.watermark - REFRESH_OVERLAP };
+        // Four small reads at once, each on its own connection: a tick waits for the slowest.
+        let pool = &self.pool;
+        let (locations, drives, known, facts) = tokio::try_join!(
+            async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
+            async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
+            async { knowledge::load_known(&mut *pool.acquire().await?, since, !full).await },
+            async { knowledge::load_spreadable(&mut *pool.acquire().await?, since, now, !full).await },
+        )?;
+        for (npc, room) in locations {
             self.world.queue.moved(npc, &room);
         }
-        for (npc, drives) in knowledge::load_drives(&mut connection, since).await? {
+        for (npc, drives) in drives {
             self.world.drives.insert(npc, drives);
         }
-        for (holder, origin) in knowledge::load_known(&mut connection, since).await? {
-            self.world.known.insert((holder, origin));
+        for (holder, origin) in known {
+            self.note_known(holder, origin);
         }
-        for fact in knowledge::load_spreadable(&mut connection, since, now).await? {
+        for fact in facts {
             self.add_fact(fact, now);
         }
         self.world.watermark = now;
@@ -94,7 +106,7 @@ impl Ticker {
     }
 
     fn add_fact(&mut self, fact: HeldFact, now: DateTime<Utc>) {
-        self.world.known.insert((fact.holder, fact.origin_fact_id));
+        self.note_known(fact.holder, fact.origin_fact_id);
         if !fact.gossip_worthy(now) {
             return;
         }
@@ -105,6 +117,12 @@ impl Ticker {
         let holder = fact.holder;
         held.push(fact);
         self.world.queue.set_talker(holder, true);
+    }
+
+    fn note_known(&mut self, holder: Uuid, origin: Uuid) {
+        if self.world.known.insert((holder, origin)) {
+            *self.world.held.entry(holder).or_default() += 1;
+        }
     }
 
     /// Gossip and degraded mode are runtime switches (DESIGN §3), read at most once a second.
@@ -127,7 +145,9 @@ impl Ticker {
         if !self.gossip_enabled().await? {
             return Ok(TickReport { skipped: true, duration: started.elapsed(), ..TickReport::default() });
         }
+        let refresh_started = Instant::now();
         self.refresh(now).await?;
+        let refresh = refresh_started.elapsed();
         let rebuilt_pairs = if self.world.queue.is_dirty() { self.world.queue.rebuild() } else { 0 };
         let mut exchanges: Vec<(HeldFact, Uuid)> = Vec::new();
         let mut planned: HashSet<(Uuid, Uuid)> = HashSet::new();
@@ -157,14 +177,18 @@ impl Ticker {
         for (speaker, listener) in requeue {
             self.world.queue.requeue(speaker, listener);
         }
+        let commit_started = Instant::now();
         if !exchanges.is_empty() {
             self.commit(exchanges, now).await?;
         }
+        let commit = commit_started.elapsed();
         Ok(TickReport {
             exchanges: planned.len(),
             pairs_tried,
             rebuilt_pairs,
             duration: started.elapsed(),
+            refresh,
+            commit,
             skipped: false,
         })
     }
@@ -179,8 +203,15 @@ impl Ticker {
                 speaker_id: Some(speaker),
             })
             .collect();
+        let near_cap: Vec<Uuid> = facts
+            .iter()
+            .map(|new| new.fact.holder)
+            .filter(|holder| {
+                self.world.held.get(holder).copied().unwrap_or(0) + 1 >= npcmem_core::gossip::MAX_FACTS_PER_NPC
+            })
+            .collect();
         let mut transaction = self.pool.begin().await?;
-        let stored = store_facts(&mut transaction, &self.topology, facts).await?;
+        let stored = store_facts(&mut transaction, &self.topology, facts, &near_cap).await?;
         let secrets: Vec<OutboxMessage> = stored
             .iter()
             .filter(|new| new.fact.is_secret())

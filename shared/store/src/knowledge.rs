@@ -59,7 +59,7 @@ struct FactRow<'a> {
 }
 
 /// Inserts facts an NPC does not know yet (unique per holder and origin); returns the ids
-/// stored. Then each touched NPC is held to its cap, lowest importance first.
+/// stored. Callers then hold the holders to their cap ([`enforce_fact_caps`]).
 pub async fn insert_facts(connection: &mut PgConnection, facts: &[NewFact]) -> StoreResult<Vec<Uuid>> {
     if facts.is_empty() {
         return Ok(Vec::new());
@@ -99,10 +99,19 @@ pub async fn insert_facts(connection: &mut PgConnection, facts: &[NewFact]) -> S
     .bind(sqlx::types::Json(&rows))
     .fetch_all(&mut *connection)
     .await?;
-    let mut holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+    Ok(inserted)
+}
+
+/// Keeps each holder at most [`MAX_FACTS_PER_NPC`] facts, dropping the least important
+/// (seed `_evict_lowest_importance`).
+pub async fn enforce_fact_caps(connection: &mut PgConnection, holders: &[Uuid]) -> StoreResult<u64> {
+    if holders.is_empty() {
+        return Ok(0);
+    }
+    let mut holders = holders.to_vec();
     holders.sort_unstable();
     holders.dedup();
-    sqlx::query(
+    let deleted = sqlx::query(
         "DELETE FROM knowledge_facts WHERE id IN (
              SELECT id FROM (
                  SELECT id, row_number() OVER (PARTITION BY npc_id ORDER BY importance DESC, created_at DESC, id) AS rank
@@ -112,31 +121,34 @@ pub async fn insert_facts(connection: &mut PgConnection, facts: &[NewFact]) -> S
     .bind(&holders)
     .bind(MAX_FACTS_PER_NPC as i64)
     .execute(connection)
-    .await?;
-    Ok(inserted)
+    .await?
+    .rows_affected();
+    Ok(deleted)
 }
 
 type FactRowOut =
     (Uuid, Uuid, Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, i32, Vec<Uuid>, Option<DateTime<Utc>>);
 
 /// Facts that may still spread (importance, confidence and hops within the rules, not
-/// expired), created after `since`; and, separately, which NPC knows which origin.
+/// expired), created after `since`; with `learned_only`, not those gossip itself wrote
+/// (the gossip leader holds those in memory already).
 pub async fn load_spreadable(
     connection: &mut PgConnection,
     since: DateTime<Utc>,
     now: DateTime<Utc>,
+    learned_only: bool,
 ) -> StoreResult<Vec<HeldFact>> {
-    let rows: Vec<FactRowOut> = sqlx::query_as(
+    // The learned-only form matches the partial index on learned facts.
+    let source_filter = if learned_only { "AND source <> 'gossip'" } else { "" };
+    let statement = format!(
         "SELECT id, origin_fact_id, npc_id, category, subject_id, content, tags, confidence, importance, hop_count,
                 provenance, expires_at
          FROM knowledge_facts
-         WHERE created_at > $1 AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
-           AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL",
-    )
-    .bind(since)
-    .bind(now)
-    .fetch_all(connection)
-    .await?;
+         WHERE created_at > $1 {source_filter} AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
+           AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL"
+    );
+    let rows: Vec<FactRowOut> =
+        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(since).bind(now).fetch_all(connection).await?;
     Ok(rows
         .into_iter()
         .filter_map(
@@ -173,12 +185,18 @@ pub async fn load_spreadable(
         .collect())
 }
 
-/// (holder, origin) of every fact created after `since`.
-pub async fn load_known(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, Uuid)>> {
-    let rows = sqlx::query_as("SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1")
-        .bind(since)
-        .fetch_all(connection)
-        .await?;
+/// (holder, origin) of every fact created after `since` (with `learned_only`, not gossip's own).
+pub async fn load_known(
+    connection: &mut PgConnection,
+    since: DateTime<Utc>,
+    learned_only: bool,
+) -> StoreResult<Vec<(Uuid, Uuid)>> {
+    let statement = if learned_only {
+        "SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1 AND source <> 'gossip'"
+    } else {
+        "SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1"
+    };
+    let rows = sqlx::query_as(statement).bind(since).fetch_all(connection).await?;
     Ok(rows)
 }
 

@@ -3,6 +3,7 @@
 
 mod decay;
 mod enrich;
+mod gossip;
 mod ingest;
 mod load;
 mod pipeline;
@@ -35,6 +36,9 @@ pub enum Scenario {
     /// Enrich latency and requests/s (warm and cold cache) over 1,000 pairs × 200
     /// memories, beside a direct SQL read of the same rows.
     Enrich(enrich::EnrichBenchArgs),
+    /// Gossip tick duration and exchanges/s over 100,000 NPCs in 10,000 rooms, and the
+    /// pair-queue rebuild after 1,000 moves.
+    Gossip(gossip::GossipBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
@@ -44,6 +48,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Relate(args) => relate::run(common, args).await,
         Scenario::Decay(args) => decay::run(common, args).await,
         Scenario::Enrich(args) => enrich::run(common, args).await,
+        Scenario::Gossip(args) => gossip::run(common, args).await,
     }
 }
 

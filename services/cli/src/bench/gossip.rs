@@ -1,0 +1,142 @@
+//! `npcmem bench gossip`: the gossip leader's tick over 100,000 NPCs in 10,000 rooms with
+//! seeded facts, in this process on a scratch database: tick duration p50/p99 (commit
+//! included) and exchanges/s at budgets 3, 100 and 1,000, the pair-queue rebuild after
+//! 1,000 NPCs move, and RSS. Baseline: one raw INSERT of the same number of fact rows.
+
+use std::time::Instant;
+
+use async_nats::jetstream;
+use hdrhistogram::Histogram;
+use npcmem_gossip::tick::Ticker;
+use npcmem_service::CommonConfig;
+
+use super::scratch::Scratch;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct GossipBenchArgs {
+    #[arg(long, default_value_t = 100_000)]
+    npcs: i64,
+    #[arg(long, default_value_t = 10_000)]
+    rooms: i64,
+    /// One NPC in this many starts with a gossip-worthy fact (3: enough that budget 1,000
+    /// does not run out of listeners within the measured ticks).
+    #[arg(long, default_value_t = 3)]
+    fact_every: i64,
+    #[arg(long, value_delimiter = ',', default_value = "3,100,1000")]
+    budgets: Vec<usize>,
+    /// Ticks measured per budget.
+    #[arg(long, default_value_t = 200)]
+    ticks: usize,
+}
+
+pub async fn run(common: &CommonConfig, args: GossipBenchArgs) -> anyhow::Result<()> {
+    let nats = async_nats::connect(common.nats_url.as_str()).await?;
+    let js = jetstream::new(nats);
+    let id = format!("{}{}", std::process::id(), chrono::Utc::now().timestamp() % 100_000);
+    let scratch = Scratch::create(common, &js, &format!("{id}g")).await?;
+    let outcome = measure(&scratch, &args).await;
+    scratch.remove(&js).await;
+    outcome
+}
+
+async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()> {
+    let pool = &scratch.pool;
+    let started = Instant::now();
+    sqlx::query(
+        "INSERT INTO npc_locations (npc_id, room_id, as_of)
+         SELECT gen_random_uuid(), 'room-' || (i % $2), now() - interval '1 minute' FROM generate_series(1, $1) AS i",
+    )
+    .bind(args.npcs)
+    .bind(args.rooms)
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO knowledge_facts (id, npc_id, category, content, tags, confidence, importance, source, origin_fact_id, created_at)
+         SELECT f.id, l.npc_id, 'world_event', 'Bandits were seen near ' || l.room_id, ARRAY['bandits'], 0.9, 0.8,
+                'authored', f.id, now() - interval '1 minute'
+         FROM (SELECT npc_id, room_id, row_number() OVER () AS n FROM npc_locations) AS l,
+              LATERAL (SELECT gen_random_uuid() AS id, l.n AS n) AS f
+         WHERE l.n % $1 = 0",
+    )
+    .bind(args.fact_every)
+    .execute(pool)
+    .await?;
+    sqlx::query("VACUUM ANALYZE").execute(pool).await?;
+    let seeded_facts: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_facts").fetch_one(pool).await?;
+    println!(
+        "seeded {} NPCs in {} rooms, {seeded_facts} facts, in {:.1} s",
+        args.npcs,
+        args.rooms,
+        started.elapsed().as_secs_f64()
+    );
+
+    // Raw baseline: inserting 1,000 fact rows in one statement and commit.
+    let raw_started = Instant::now();
+    sqlx::query(
+        "INSERT INTO knowledge_facts (id, npc_id, category, content, confidence, importance, source, origin_fact_id)
+         SELECT gen_random_uuid(), gen_random_uuid(), 'world_event', 'baseline', 0.1, 0.1, 'authored', gen_random_uuid()
+         FROM generate_series(1, 1000)",
+    )
+    .execute(pool)
+    .await?;
+    let raw_ms = raw_started.elapsed().as_secs_f64() * 1000.0;
+    println!("raw baseline: one INSERT of 1,000 fact rows: {raw_ms:.1} ms");
+
+    let mut ticker = Ticker::new(pool.clone(), scratch.topology.clone(), None, 1);
+    let load_started = Instant::now();
+    let first = ticker.tick().await?;
+    println!(
+        "leader start (full load + first rebuild, {} pairs): {:.0} ms",
+        first.rebuilt_pairs,
+        load_started.elapsed().as_secs_f64() * 1000.0
+    );
+    for budget in &args.budgets {
+        ticker.budget = *budget;
+        let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+        let mut exchanges = 0;
+        let mut busy = std::time::Duration::ZERO;
+        let (mut refresh, mut commit) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        for _ in 0..args.ticks {
+            let report = ticker.tick().await?;
+            histogram.record((report.duration.as_micros() as u64).max(1))?;
+            exchanges += report.exchanges;
+            busy += report.duration;
+            refresh += report.refresh;
+            commit += report.commit;
+        }
+        println!(
+            "budget {budget}: tick p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {exchanges} exchanges in {} ticks, {:.0} exchanges/s of tick time",
+            histogram.value_at_quantile(0.5) as f64 / 1000.0,
+            histogram.value_at_quantile(0.99) as f64 / 1000.0,
+            histogram.max() as f64 / 1000.0,
+            args.ticks,
+            exchanges as f64 / busy.as_secs_f64().max(1e-9)
+        );
+        println!(
+            "  mean per tick: refresh {:.2} ms, commit {:.2} ms, the rest {:.2} ms",
+            refresh.as_secs_f64() * 1000.0 / args.ticks as f64,
+            commit.as_secs_f64() * 1000.0 / args.ticks as f64,
+            (busy - refresh - commit).as_secs_f64() * 1000.0 / args.ticks as f64
+        );
+    }
+    let npcs: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT npc_id FROM npc_locations LIMIT 1000").fetch_all(pool).await?;
+    for (index, npc) in npcs.iter().enumerate() {
+        ticker.world.queue.moved(*npc, &format!("room-{}", (index * 7919) as i64 % args.rooms));
+    }
+    let rebuild_started = Instant::now();
+    let added = ticker.world.queue.rebuild();
+    println!(
+        "queue rebuild after {} moves: {:.2} ms ({added} pairs)",
+        npcs.len(),
+        rebuild_started.elapsed().as_secs_f64() * 1000.0
+    );
+    if let Some((current, peak)) = super::rss::rss_kib(std::process::id()) {
+        println!(
+            "bench process (the leader's world in memory) RSS {:.1} MB, peak {:.1} MB",
+            current as f64 / 1024.0,
+            peak as f64 / 1024.0
+        );
+    }
+    Ok(())
+}
