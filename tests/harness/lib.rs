@@ -249,6 +249,14 @@ impl TestEnv {
         self.topology.subject(suffix)
     }
 
+    /// Publishes a trade conversation of `pair` on `P.conversation.ended`; returns its id.
+    pub async fn publish_trade(&self, pair: &fixtures::Pair) -> Uuid {
+        let conversation_id = Uuid::new_v4();
+        let document = fixtures::trade_conversation(conversation_id, pair);
+        self.publish(&self.subject("conversation.ended"), fixtures::bytes(&document), None).await;
+        conversation_id
+    }
+
     /// Publishes to JetStream with an optional `Nats-Msg-Id`, waiting for the PubAck.
     pub async fn publish(&self, subject: &str, payload: Vec<u8>, msg_id: Option<&str>) {
         self.publish_with_headers(subject, payload, msg_id, None).await;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use chrono::{TimeDelta, Utc};
 use futures::StreamExt;
 use npcmem_core::tokens::count_tokens;
-use npcmem_tests::fixtures::{self, Pair};
+use npcmem_tests::fixtures::Pair;
 use npcmem_tests::{TestEnv, free_port, wait_until};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -72,13 +72,7 @@ async fn working_memory_shows_at_once_and_a_new_memory_within_100_ms_of_its_inva
     let ingest = env.spawn_ingest(&[]);
     let enrich = env.spawn_enrich(&["--enrich-cache-ttl-secs", "3600"]);
     let pair = Pair::new();
-    let conversation_id = Uuid::new_v4();
-    env.publish(
-        &env.subject("conversation.ended"),
-        fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)),
-        None,
-    )
-    .await;
+    env.publish_trade(&pair).await;
     wait_until(WAIT, "the summary recorded", || async { env.count("SELECT count(*) FROM working_memory").await == 1 })
         .await;
     let before = env.request_json("enrich.request", &context_request(&pair, None, 1024)).await;

@@ -101,13 +101,7 @@ async fn a_redelivered_job_for_a_complete_conversation_writes_nothing() {
     let ingest = env.spawn_ingest(&[]);
     let extract = env.spawn_extract(&[]);
     let pair = Pair::new();
-    let conversation_id = Uuid::new_v4();
-    env.publish(
-        &env.subject("conversation.ended"),
-        fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)),
-        None,
-    )
-    .await;
+    let conversation_id = env.publish_trade(&pair).await;
     wait_until(WAIT, "extracted", || async { events(&env).await.len() == 1 }).await;
     let memories_before = env.count("SELECT count(*) FROM memories").await;
 
@@ -297,13 +291,7 @@ async fn a_conversation_out_of_attempts_is_marked_failed_and_its_job_dead_letter
     let env = TestEnv::new().await;
     let ingest = env.spawn_ingest(&[]);
     let pair = Pair::new();
-    let conversation_id = Uuid::new_v4();
-    env.publish(
-        &env.subject("conversation.ended"),
-        fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)),
-        None,
-    )
-    .await;
+    let conversation_id = env.publish_trade(&pair).await;
     wait_until(WAIT, "recorded", || async { env.count("SELECT count(*) FROM conversations").await == 1 }).await;
     sqlx::query("UPDATE conversations SET state = 'extracting', attempts = 3 WHERE conversation_id = $1")
         .bind(conversation_id)

@@ -238,13 +238,7 @@ async fn opted_out_player_is_skipped_and_gets_no_job() {
     })
     .await;
 
-    let conversation_id = Uuid::new_v4();
-    env.publish(
-        &env.subject("conversation.ended"),
-        fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair)),
-        None,
-    )
-    .await;
+    let conversation_id = env.publish_trade(&pair).await;
     wait_until(WAIT, "ledger row written", || async { env.count("SELECT count(*) FROM conversations").await == 1 })
         .await;
     let mut connection = env.pool.acquire().await.unwrap();

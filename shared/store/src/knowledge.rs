@@ -126,8 +126,40 @@ pub async fn enforce_fact_caps(connection: &mut PgConnection, holders: &[Uuid]) 
     Ok(deleted)
 }
 
-type FactRowOut =
-    (Uuid, Uuid, Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, i32, Vec<Uuid>, Option<DateTime<Utc>>);
+#[derive(sqlx::FromRow)]
+struct StoredFact {
+    id: Uuid,
+    origin_fact_id: Uuid,
+    npc_id: Uuid,
+    category: String,
+    subject_id: Option<Uuid>,
+    content: String,
+    tags: Vec<String>,
+    confidence: f64,
+    importance: f64,
+    hop_count: i32,
+    provenance: Vec<Uuid>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+impl StoredFact {
+    fn into_held(self) -> Option<HeldFact> {
+        Some(HeldFact {
+            id: self.id,
+            origin_fact_id: self.origin_fact_id,
+            holder: self.npc_id,
+            category: KnowledgeCategory::parse(&self.category)?,
+            subject_id: self.subject_id,
+            content: self.content,
+            tags: self.tags,
+            confidence: self.confidence,
+            importance: self.importance,
+            hop_count: self.hop_count,
+            provenance: self.provenance,
+            expires_at: self.expires_at,
+        })
+    }
+}
 
 /// Facts that may still spread (importance, confidence and hops within the rules, not
 /// expired), created after `since`; with `learned_only`, not those gossip itself wrote
@@ -147,42 +179,9 @@ pub async fn load_spreadable(
          WHERE created_at > $1 {source_filter} AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
            AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL"
     );
-    let rows: Vec<FactRowOut> =
+    let rows: Vec<StoredFact> =
         sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(since).bind(now).fetch_all(connection).await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(
-            |(
-                id,
-                origin_fact_id,
-                holder,
-                category,
-                subject_id,
-                content,
-                tags,
-                confidence,
-                importance,
-                hop_count,
-                provenance,
-                expires_at,
-            )| {
-                Some(HeldFact {
-                    id,
-                    origin_fact_id,
-                    holder,
-                    category: KnowledgeCategory::parse(&category)?,
-                    subject_id,
-                    content,
-                    tags,
-                    confidence,
-                    importance,
-                    hop_count,
-                    provenance,
-                    expires_at,
-                })
-            },
-        )
-        .collect())
+    Ok(rows.into_iter().filter_map(StoredFact::into_held).collect())
 }
 
 /// (holder, origin) of every fact created after `since` (with `learned_only`, not gossip's own).
