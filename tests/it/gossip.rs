@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Gossip consumers without their own ticks (the first, at start, finds nothing).
+/// Gossip consumers without ticks of their own (the first would come after an hour).
 fn spawn(env: &TestEnv) -> InProcessService {
     env.spawn_gossip(&["--gossip-tick-ms", "3600000"])
 }

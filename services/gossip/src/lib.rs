@@ -107,7 +107,8 @@ async fn lead(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut leader: Option<PgConnection> = None;
-    let mut interval = tokio::time::interval(every);
+    // The first tick comes one interval after start, when the consumers have caught up.
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
