@@ -13,7 +13,7 @@ use npcmem_core::wire::{CacheInvalidate, ConsolidateJob, SCHEMA_VERSION};
 use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::{PgPool, StoreError, maintenance, memories};
 use serde_json::json;
-use tracing::{debug, info};
+use tracing::info;
 use uuid::Uuid;
 
 /// The jobs `npcmem consolidate run JOB` and the scheduler know.
@@ -146,15 +146,9 @@ impl JobContext {
         Ok(json!({"reinforced": reinforced, "pairs": touched.len()}))
     }
 
-    /// DESIGN §3: core NATS after the commit, best effort (the cache TTL is the safety net).
     pub async fn invalidate(&self, messages: &[CacheInvalidate]) {
-        let Some(nats) = &self.nats else { return };
-        let subject = self.topology.cache_invalidate();
-        for message in messages {
-            let payload = serde_json::to_vec(message).expect("cache.invalidate always serialises");
-            if let Err(error) = nats.publish(subject.clone(), payload.into()).await {
-                debug!(%error, "cache.invalidate publish failed");
-            }
+        if let Some(nats) = &self.nats {
+            npcmem_bus::publish::invalidate_caches(nats, &self.topology, messages).await;
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{NaiveDate, Utc};
 use npcmem_bus::dlq::DeadLetterCause;
-use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
+use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
 use npcmem_core::extraction::ExtractedMemory;
 use npcmem_core::extraction::prompt::extraction_messages;
 use npcmem_core::extraction::rules::RulesExtractor;
@@ -323,18 +323,13 @@ impl ExtractHandler {
         })
     }
 
-    /// DESIGN §3: `cache.invalidate` is core NATS, best effort after the commit (the
-    /// enricher's cache TTL is the safety net).
     async fn invalidate_caches(&self, pairs: &[(Uuid, Uuid)]) {
-        let subject = self.topology.cache_invalidate();
         let unique: BTreeSet<&(Uuid, Uuid)> = pairs.iter().collect();
-        for (npc_id, player_id) in unique {
-            let message = CacheInvalidate { npc_id: Some(*npc_id), player_id: Some(*player_id) };
-            let payload = serde_json::to_vec(&message).expect("cache.invalidate always serialises");
-            if let Err(error) = self.nats.publish(subject.clone(), payload.into()).await {
-                debug!(%error, "cache.invalidate publish failed; the cache TTL will expire the entry");
-            }
-        }
+        let messages: Vec<CacheInvalidate> = unique
+            .into_iter()
+            .map(|(npc_id, player_id)| CacheInvalidate { npc_id: Some(*npc_id), player_id: Some(*player_id) })
+            .collect();
+        publish::invalidate_caches(&self.nats, &self.topology, &messages).await;
     }
 }
 
@@ -384,9 +379,7 @@ impl BatchHandler for ExtractHandler {
             }
             Err(reason) => {
                 warn!(%reason, "extraction batch failed, will retry");
-                for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
-                    *disposition = Disposition::Retry(reason.clone());
-                }
+                Disposition::retry_done(&mut dispositions, &reason);
             }
         }
         dispositions

@@ -124,7 +124,7 @@ impl BatchHandler for LearnHandler {
         }
         if let Err(error) = commit_facts(&self.pool, &self.topology, facts).await {
             warn!(%error, "storing learned facts failed, will retry");
-            retry_done(&mut dispositions, &error.to_string());
+            Disposition::retry_done(&mut dispositions, &error.to_string());
         }
         dispositions
     }
@@ -139,12 +139,6 @@ async fn commit_facts(pool: &PgPool, topology: &Topology, facts: Vec<NewFact>) -
     store_facts(&mut transaction, topology, facts, &holders).await?;
     transaction.commit().await?;
     Ok(())
-}
-
-fn retry_done(dispositions: &mut [Disposition], reason: &str) {
-    for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
-        *disposition = Disposition::Retry(reason.to_owned());
-    }
 }
 
 pub struct WorldHandler {
@@ -246,7 +240,7 @@ impl BatchHandler for WorldHandler {
         .await;
         if let Err(error) = written {
             warn!(%error, "recording world messages failed, will retry");
-            retry_done(&mut dispositions, &error.to_string());
+            Disposition::retry_done(&mut dispositions, &error.to_string());
         }
         dispositions
     }

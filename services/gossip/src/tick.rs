@@ -225,11 +225,11 @@ impl Ticker {
             self.add_fact(new.fact, now);
         }
         if let Some(nats) = &self.nats {
-            let subject = self.topology.cache_invalidate();
-            for listener in listeners {
-                let message = CacheInvalidate { npc_id: Some(listener), player_id: None };
-                let _ = nats.publish(subject.clone(), serde_json::to_vec(&message).expect("serialises").into()).await;
-            }
+            let messages: Vec<CacheInvalidate> = listeners
+                .into_iter()
+                .map(|listener| CacheInvalidate { npc_id: Some(listener), player_id: None })
+                .collect();
+            npcmem_bus::publish::invalidate_caches(nats, &self.topology, &messages).await;
         }
         Ok(())
     }

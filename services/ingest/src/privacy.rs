@@ -53,10 +53,7 @@ impl BatchHandler for PrivacyHandler {
             }
         }
         if let Err(error) = self.apply(&mut updates).await {
-            let reason = error.to_string();
-            for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
-                *disposition = Disposition::Retry(reason.clone());
-            }
+            Disposition::retry_done(&mut dispositions, &error.to_string());
         }
         dispositions
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
+use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
 use npcmem_core::relationship::{
     Applied, Attitude, RelateRules, Relationship, conversation_deltas, faction_modifier, reputation_crossings,
 };
@@ -323,16 +323,12 @@ impl RelateHandler {
         }
     }
 
-    /// DESIGN §3: core NATS after the commit, best effort.
     async fn invalidate_caches(&self, pairs: &[Pair]) {
-        let subject = self.topology.cache_invalidate();
-        for (npc_id, player_id) in pairs {
-            let message = CacheInvalidate { npc_id: Some(*npc_id), player_id: Some(*player_id) };
-            let payload = serde_json::to_vec(&message).expect("cache.invalidate always serialises");
-            if let Err(error) = self.nats.publish(subject.clone(), payload.into()).await {
-                debug!(%error, "cache.invalidate publish failed; the cache TTL will expire the entry");
-            }
-        }
+        let messages: Vec<CacheInvalidate> = pairs
+            .iter()
+            .map(|(npc_id, player_id)| CacheInvalidate { npc_id: Some(*npc_id), player_id: Some(*player_id) })
+            .collect();
+        publish::invalidate_caches(&self.nats, &self.topology, &messages).await;
     }
 }
 
@@ -385,9 +381,7 @@ impl BatchHandler for RelateHandler {
             Ok(pairs) => self.invalidate_caches(&pairs).await,
             Err(reason) => {
                 warn!(%reason, "applying relationship changes failed, will retry");
-                for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
-                    *disposition = Disposition::Retry(reason.clone());
-                }
+                Disposition::retry_done(&mut dispositions, &reason);
             }
         }
         dispositions

@@ -56,6 +56,16 @@ pub enum Disposition {
     Retry(String),
 }
 
+impl Disposition {
+    /// After a commit failed: every message that was going to be acked is retried instead;
+    /// rejected (bad) ones keep their own reason.
+    pub fn retry_done(dispositions: &mut [Disposition], reason: &str) {
+        for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
+            *disposition = Disposition::Retry(reason.to_owned());
+        }
+    }
+}
+
 impl From<ValidationError> for Disposition {
     fn from(error: ValidationError) -> Self {
         Disposition::Reject(DeadLetterCause { code: error.code, message: error.message })

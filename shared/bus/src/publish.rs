@@ -29,3 +29,20 @@ pub async fn publish_with_id(
     let ack = ack_future.await.map_err(|error| publish_error(error.to_string()))?;
     Ok(ack.duplicate)
 }
+
+/// DESIGN §3: `cache.invalidate` is core NATS, published after the commit that made the
+/// change, best effort — the enricher's cache TTL is the safety net, so a failed publish
+/// is only logged.
+pub async fn invalidate_caches(
+    nats: &async_nats::Client,
+    topology: &crate::Topology,
+    messages: &[npcmem_core::wire::CacheInvalidate],
+) {
+    let subject = topology.cache_invalidate();
+    for message in messages {
+        let payload = serde_json::to_vec(message).expect("cache.invalidate always serialises");
+        if let Err(error) = nats.publish(subject.clone(), payload.into()).await {
+            tracing::debug!(%error, "cache.invalidate publish failed; the cache TTL will expire the entry");
+        }
+    }
+}

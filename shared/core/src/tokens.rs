@@ -16,7 +16,7 @@ pub const REPLY_PRIMING_TOKENS: usize = 3;
 
 /// Tokens in `text` (special-token markers count as plain text: the text is data).
 pub fn count_tokens(text: &str) -> usize {
-    // Loaded on first use (~100 ms), then shared by every thread.
+    // Loaded on first use, then shared by every thread.
     tiktoken_rs::cl100k_base_singleton().count_ordinary(text)
 }
 

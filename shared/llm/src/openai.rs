@@ -6,7 +6,6 @@ use npcmem_core::extraction::prompt::ChatMessage;
 use serde::{Deserialize, Serialize};
 
 use crate::provider::{AttemptGate, Completion, CompletionOptions, LlmConfigError, LlmError, LlmProvider, TokenUsage};
-use crate::retry;
 use crate::transport::{self, ClientConfig, Connection};
 
 /// Used when `NPCMEM_LLM_BASE_URL` is not set.
@@ -64,17 +63,16 @@ impl LlmProvider for OpenAiClient {
             max_tokens: options.max_tokens,
             response_format: options.json_mode.then_some(ResponseFormat { kind: "json_object" }),
         };
-        let retried = retry::run(&self.connection.retry, self.connection.timeout, self.name(), gate, || {
-            transport::attempt(self.request(&body), parse_reply, parse_usage)
-        })
-        .await;
-        let reply = retried.result?;
-        Ok(Completion {
-            content: reply.content,
-            usage: retried.usage,
-            finish_reason: reply.finish_reason,
-            attempts: retried.attempts,
-        })
+        self.connection
+            .complete(
+                self.name(),
+                gate,
+                || self.request(&body),
+                parse_reply,
+                parse_usage,
+                |reply| (reply.content, reply.finish_reason),
+            )
+            .await
     }
 }
 

@@ -190,6 +190,25 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// One completion call: `request` builds each HTTP attempt, retried per
+    /// [`crate::retry::run`] (asking `gate` before each retry); `content_of` takes the
+    /// content and finish reason out of a provider's parsed reply.
+    pub(crate) async fn complete<R, G: crate::provider::AttemptGate>(
+        &self,
+        provider: &str,
+        gate: &G,
+        request: impl Fn() -> RequestBuilder,
+        parse_reply: fn(&[u8]) -> Result<R, LlmError>,
+        parse_usage: fn(&[u8]) -> Option<TokenUsage>,
+        content_of: fn(R) -> (String, Option<String>),
+    ) -> Result<crate::provider::Completion, LlmError> {
+        let retried =
+            retry::run(&self.retry, self.timeout, provider, gate, || attempt(request(), parse_reply, parse_usage))
+                .await;
+        let (content, finish_reason) = content_of(retried.result?);
+        Ok(crate::provider::Completion { content, usage: retried.usage, finish_reason, attempts: retried.attempts })
+    }
+
     /// Checks the configuration (a model is required; a blank key counts as none) and
     /// builds the HTTP client for `base_url` + `path`; makes no request.
     pub(crate) fn new(

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use hdrhistogram::Histogram;
-use npcmem_bus::StreamKind;
 use npcmem_service::CommonConfig;
 use serde_json::json;
 use uuid::Uuid;
@@ -99,10 +98,9 @@ async fn measure(
             ("NPCMEM_ENRICH_CACHE_CAPACITY", (args.pairs * 2).to_string()),
             ("NPCMEM_ENRICH_CACHE_TTL_SECS", "3600".into()),
         ],
-        stream: StreamKind::Jobs,
-        consumer: "",
+        pulls: None,
     };
-    let processes = Processes::start_without_consumers(bin_dir, common, scratch, &[spec]).await?;
+    let processes = Processes::start(js, bin_dir, common, scratch, &[spec]).await?;
     let subject = scratch.topology.enrich_request();
     let payloads: Arc<Vec<Vec<u8>>> = Arc::new(
         pairs
@@ -160,7 +158,6 @@ async fn measure(
     }
     .await;
     processes.stop().await;
-    let _ = js;
     outcome
 }
 

@@ -230,8 +230,8 @@ async fn start_services(
         ]);
     }
     let specs = [
-        ProcessSpec { binary: "npcmem-ingest", env: Vec::new(), stream: StreamKind::Conversations, consumer: "ingest" },
-        ProcessSpec { binary: "npcmem-extract", env: extract_env, stream: StreamKind::Jobs, consumer: "extract" },
+        ProcessSpec { binary: "npcmem-ingest", env: Vec::new(), pulls: Some((StreamKind::Conversations, "ingest")) },
+        ProcessSpec { binary: "npcmem-extract", env: extract_env, pulls: Some((StreamKind::Jobs, "extract")) },
     ];
     Processes::start(js, bin_dir, common, scratch, &specs).await
 }

@@ -43,12 +43,8 @@ pub async fn run(common: &CommonConfig, args: RelateBenchArgs) -> anyhow::Result
                 println!("raw JetStream publish+ack (scratch stream, window {}): {rate:.0} msg/s", args.load.window);
                 baseline = Some(rate);
             }
-            let spec = ProcessSpec {
-                binary: "npcmem-relate",
-                env: Vec::new(),
-                stream: StreamKind::Events,
-                consumer: "relate",
-            };
+            let spec =
+                ProcessSpec { binary: "npcmem-relate", env: Vec::new(), pulls: Some((StreamKind::Events, "relate")) };
             let processes = Processes::start(&js, &bin_dir, common, &scratch, &[spec]).await?;
             let result = load::saturate(
                 &js,

@@ -71,9 +71,9 @@ fn with_database(url: &str, database: &str) -> String {
 pub struct ProcessSpec {
     pub binary: &'static str,
     pub env: Vec<(&'static str, String)>,
-    pub stream: StreamKind,
-    /// The durable's short name (`ingest`, `extract`, `relate`).
-    pub consumer: &'static str,
+    /// The stream and the durable's short name (`ingest`, `extract`, `relate`) it pulls
+    /// from; None for a service that consumes no stream (enrich).
+    pub pulls: Option<(StreamKind, &'static str)>,
 }
 
 /// The service processes of one run, started in order and stopped in reverse.
@@ -84,39 +84,9 @@ pub struct Processes {
 impl Processes {
     /// Starts every process and waits until each one's durable has a pull request
     /// waiting (it creates the durable, then pulls); fails early if a process exits.
+    /// Processes without a durable are only started: the caller waits for them.
     pub async fn start(
         js: &jetstream::Context,
-        bin_dir: &Path,
-        common: &CommonConfig,
-        scratch: &Scratch,
-        specs: &[ProcessSpec],
-    ) -> anyhow::Result<Self> {
-        let mut processes = Self::start_without_consumers(bin_dir, common, scratch, specs).await?;
-        let prefix = scratch.topology.stream_prefix();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            for (name, child) in &mut processes.children {
-                if let Some(status) = child.try_wait()? {
-                    bail!("{name} exited with {status}; see {}", scratch.log_path(name).display());
-                }
-            }
-            let mut ready = true;
-            for spec in specs {
-                ready &= pulling(js, &scratch.topology, spec.stream, &format!("{prefix}_{}", spec.consumer)).await;
-            }
-            if ready {
-                return Ok(processes);
-            }
-            if Instant::now() > deadline {
-                bail!("services did not start pulling within 60 s; see the logs in {}", std::env::temp_dir().display());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Starts processes that consume no stream (enrich); the caller waits for them to
-    /// answer.
-    pub async fn start_without_consumers(
         bin_dir: &Path,
         common: &CommonConfig,
         scratch: &Scratch,
@@ -127,7 +97,26 @@ impl Processes {
             let child = spawn(bin_dir, spec.binary, common, scratch, &spec.env)?;
             processes.children.push((spec.binary, child));
         }
-        Ok(processes)
+        let prefix = scratch.topology.stream_prefix();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            for (name, child) in &mut processes.children {
+                if let Some(status) = child.try_wait()? {
+                    bail!("{name} exited with {status}; see {}", scratch.log_path(name).display());
+                }
+            }
+            let mut ready = true;
+            for (stream, consumer) in specs.iter().filter_map(|spec| spec.pulls) {
+                ready &= pulling(js, &scratch.topology, stream, &format!("{prefix}_{consumer}")).await;
+            }
+            if ready {
+                return Ok(processes);
+            }
+            if Instant::now() > deadline {
+                bail!("services did not start pulling within 60 s; see the logs in {}", std::env::temp_dir().display());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     pub fn pid(&self, binary: &str) -> Option<u32> {
