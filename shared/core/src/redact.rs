@@ -45,6 +45,10 @@ const EMAIL_PATTERN: &str = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}";
 /// Luhn check is arithmetic. No word boundary: a card glued to letters is still a card.
 const DIGIT_RUN_PATTERN: &str = r"[0-9]+(?:[ -][0-9]+)*";
 
+/// A UUID: its digit groups are an identifier, never a card, phone or SSN, however
+/// they happen to checksum (an id in a dead letter must stay readable).
+const UUID_PATTERN: &str = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}";
+
 const SSN_PATTERN: &str = r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)";
 
 /// Maximal runs of hex digits, dots and colons containing a colon; `Ipv6Addr` decides.
@@ -213,6 +217,7 @@ pub struct PiiRedactor {
     ipv4_candidate: Regex,
     phone: Regex,
     address: Regex,
+    uuid: Regex,
 }
 
 impl Default for PiiRedactor {
@@ -235,6 +240,7 @@ impl PiiRedactor {
             ipv4_candidate: compile(IPV4_CANDIDATE_PATTERN),
             phone: compile(PHONE_PATTERN),
             address: compile(ADDRESS_PATTERN),
+            uuid: compile(UUID_PATTERN),
         }
     }
 
@@ -333,8 +339,21 @@ impl PiiRedactor {
         (current, changed)
     }
 
-    /// Non-overlapping `(start, end)` byte ranges to replace, in increasing order.
+    /// Non-overlapping `(start, end)` byte ranges to replace, in increasing order; none
+    /// inside a UUID (looked for only when there is a candidate, which is rare).
     fn find_spans(&self, kind: PiiKind, haystack: &[u8]) -> Vec<(usize, usize)> {
+        let mut spans = self.candidate_spans(kind, haystack);
+        if !spans.is_empty() && kind != PiiKind::Email {
+            let uuids: Vec<(usize, usize)> =
+                self.uuid.find_iter(haystack).map(|found| (found.start(), found.end())).collect();
+            spans.retain(|(start, end)| {
+                !uuids.iter().any(|(uuid_start, uuid_end)| start < uuid_end && uuid_start < end)
+            });
+        }
+        spans
+    }
+
+    fn candidate_spans(&self, kind: PiiKind, haystack: &[u8]) -> Vec<(usize, usize)> {
         let whole_matches = |regex: &Regex| -> Vec<(usize, usize)> {
             regex.find_iter(haystack).map(|found| (found.start(), found.end())).collect()
         };
@@ -662,6 +681,18 @@ mod tests {
         for invalid in ["4111111111111112", "1234567890123456", "", "0", "4111x1111", "79927398710"] {
             assert!(!luhn_valid(invalid), "{invalid}");
         }
+    }
+
+    #[test]
+    fn digit_groups_inside_a_uuid_are_never_redacted() {
+        // "22793205-7507-00" is 14 digits that pass the Luhn check.
+        let id = "22793205-7507-00ce-9637-1fbfbcb19920";
+        assert!(luhn_valid("22793205750700"));
+        assert_eq!(redact(&format!("{{\"conversation_id\":\"{id}\"}}")), format!("{{\"conversation_id\":\"{id}\"}}"));
+        assert_eq!(
+            redact("card 4111 1111 1111 1111 for order 31b8f7e3-3049-0014-4847-2055fdc9aa28"),
+            "card [CARD] for order 31b8f7e3-3049-0014-4847-2055fdc9aa28"
+        );
     }
 
     #[test]
