@@ -284,3 +284,154 @@ async fn a_restart_mid_spread_loses_and_duplicates_nothing() {
     gossip.stop().await;
     env.cleanup().await;
 }
+
+async fn observe(env: &TestEnv, witness: Uuid, subject: Uuid, content: &str, tags: &[&str]) -> Uuid {
+    let observation_id = Uuid::new_v4();
+    world(
+        env,
+        "world.observation",
+        json!({"observation_id": observation_id, "witness_ids": [witness], "subject_id": subject,
+        "category": "player_trait", "content": content, "tags": tags, "importance": 0.7, "at": Utc::now()}),
+    )
+    .await;
+    observation_id
+}
+
+/// (id, confidence, superseded_by, tags) of what `npc` holds of `origin`.
+async fn held(env: &TestEnv, npc: Uuid, origin: Uuid) -> Option<(Uuid, f64, Option<Uuid>, Vec<String>)> {
+    sqlx::query_as(
+        "SELECT id, confidence, superseded_by, tags FROM knowledge_facts WHERE npc_id = $1 AND origin_fact_id = $2",
+    )
+    .bind(npc)
+    .bind(origin)
+    .fetch_optional(&env.pool)
+    .await
+    .unwrap()
+}
+
+async fn move_and_wait(env: &TestEnv, moves: &[(Uuid, &str)]) {
+    for (npc, room) in moves {
+        move_npc(env, *npc, room).await;
+    }
+    wait_until(WAIT, "moves recorded", || async {
+        let mut all_there = true;
+        for (npc, room) in moves {
+            let at: Option<String> = sqlx::query_scalar("SELECT room_id FROM npc_locations WHERE npc_id = $1")
+                .bind(npc)
+                .fetch_optional(&env.pool)
+                .await
+                .unwrap();
+            all_there &= at.as_deref() == Some(*room);
+        }
+        all_there
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn contradicting_facts_supersede_or_doubt_keep_both_and_superseded_ones_stop_spreading() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (anna, bram, cole, dora) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let aria = Uuid::new_v4();
+    // Anna saw Aria pay honestly (an observation: confidence 1.0); Bram was told she lies (0.8).
+    let honest = observe(&env, anna, aria, "Aria is honest, she paid in full", &["trade"]).await;
+    let liar = Uuid::new_v4();
+    world(
+        &env,
+        "world.fact",
+        json!({"fact_id": liar, "npc_ids": [bram], "subject_id": aria, "category": "player_trait",
+        "content": "Aria is a liar", "tags": [], "importance": 0.7, "confidence": 0.8}),
+    )
+    .await;
+    move_and_wait(&env, &[(anna, "inn"), (bram, "inn"), (cole, "square"), (dora, "well")]).await;
+    wait_rows(&env, "facts", "SELECT count(*) FROM knowledge_facts", 2).await;
+    let mut ticker = ticker(&env, 10);
+    ticks(&mut ticker, 2).await;
+
+    // Bram hears the honest account at 0.9 ≥ his 0.8: his belief is superseded, kept.
+    let (bram_honest, confidence, _, _) = held(&env, bram, honest).await.expect("Bram heard it");
+    assert_eq!(confidence, 0.9);
+    let (bram_liar, confidence, superseded_by, _) = held(&env, bram, liar).await.unwrap();
+    assert_eq!((confidence, superseded_by), (0.8, Some(bram_honest)), "superseded, kept with its confidence");
+    // Anna hears the rumour at 0.7 < her 1.0: she doubts both (1.0 − 0.7/2; the rumour at 0.3).
+    let (_, confidence, superseded_by, _) = held(&env, anna, honest).await.unwrap();
+    assert_eq!((confidence, superseded_by), (0.65, None));
+    let (_, confidence, _, tags) = held(&env, anna, liar).await.expect("Anna heard it");
+    assert_eq!(confidence, 0.3);
+    assert!(tags.contains(&"uncertain".to_owned()), "{tags:?}");
+    let mut connection = env.pool.acquire().await.unwrap();
+    let read_side = npcmem_store::context::knowledge(&mut connection, bram, Utc::now(), None, None, 50).await.unwrap();
+    let contents: Vec<&str> = read_side.iter().map(|fact| fact.content.as_str()).collect();
+    assert_eq!(contents, vec!["Aria is honest, she paid in full"], "a superseded fact leaves prompts");
+    drop(connection);
+
+    // Bram walks to the square: Cole hears the honest account from him, never the superseded rumour.
+    move_and_wait(&env, &[(bram, "square")]).await;
+    ticks(&mut ticker, 4).await;
+    assert_eq!(held(&env, cole, honest).await.map(|h| h.1), Some(0.8));
+    assert!(held(&env, cole, liar).await.is_none(), "a superseded fact does not spread");
+
+    // Anna then sees Aria steal (learned by the world consumer, not the leader): her doubted
+    // honest belief is superseded, and the leader stops spreading it after its next refresh.
+    let theft = observe(&env, anna, aria, "Aria stole a purse at the market", &["theft"]).await;
+    wait_until(WAIT, "the observation supersedes Anna's belief", || async {
+        held(&env, anna, honest).await.is_some_and(|h| h.2.is_some())
+    })
+    .await;
+    move_and_wait(&env, &[(anna, "well")]).await;
+    ticks(&mut ticker, 4).await;
+    assert_eq!(held(&env, dora, theft).await.map(|h| h.1), Some(0.9));
+    assert!(held(&env, dora, honest).await.is_none(), "the superseded belief stays with Anna");
+
+    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
+    let learned: Vec<Value> = env
+        .stream_messages(StreamKind::Events)
+        .await
+        .iter()
+        .filter(|m| m.subject.as_str() == env.subject("event.knowledge.learned"))
+        .map(|m| serde_json::from_slice(&m.payload).unwrap())
+        .collect();
+    let bram_event = learned.iter().find(|event| event["fact"]["id"] == json!(bram_honest)).expect("Bram's event");
+    assert_eq!(
+        bram_event["fact"]["contradicted"],
+        json!([{"fact_id": bram_liar, "outcome": "superseded", "confidence": null}])
+    );
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_second_replica_takes_over_the_ticks_when_the_leader_stops() {
+    let env = TestEnv::new().await;
+    let fast = ["--gossip-tick-ms", "250", "--gossip-budget", "1"];
+    let first = env.spawn_gossip(&fast);
+    let npcs: Vec<Uuid> = (0..16).map(|_| Uuid::new_v4()).collect();
+    for npc in &npcs {
+        move_npc(&env, *npc, "hall").await;
+    }
+    let news = author(&env, &npcs[..1], "The bridge collapsed", 0.9, 1.0, &[]).await;
+    wait_until(WAIT, "the first replica spreads the news", || async {
+        env.count("SELECT count(*) FROM knowledge_facts").await >= 4
+    })
+    .await;
+    let second = env.spawn_gossip(&fast);
+    first.stop().await;
+    let after_stop = env.count("SELECT count(*) FROM knowledge_facts").await;
+    assert!(after_stop < 16, "still spreading when the leader stopped: {after_stop}");
+    wait_until(WAIT, "the second replica finishes the spread", || async {
+        env.count("SELECT count(*) FROM knowledge_facts").await == 16
+    })
+    .await;
+    let holders: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT npc_id) FROM knowledge_facts WHERE origin_fact_id = $1")
+            .bind(news)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(holders, 16, "everyone once");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(env.count("SELECT count(*) FROM knowledge_facts").await, 16, "nothing more, nothing twice");
+    second.stop().await;
+    env.cleanup().await;
+}

@@ -3,8 +3,11 @@
 //! profiles (`world.npc_moved`, `world.npc_profile`; durable `gossip-world`). Fact ids
 //! derive from the message, so a redelivery stores nothing twice.
 
+use std::collections::HashSet;
+
 use chrono::Utc;
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
+use npcmem_core::gossip::contradiction::{Outcome, Revision, revise_batch};
 use npcmem_core::gossip::{Drives, HeldFact};
 use npcmem_core::memory::SafetyFlag;
 use npcmem_core::validate::decode_message;
@@ -58,24 +61,57 @@ pub fn fact_from_memory(event: &MemoryStored, memory: &npcmem_core::wire::Stored
     })
 }
 
-/// Stores facts with their `event.knowledge.learned` (in the caller's transaction) and
-/// holds the `capped` holders to the per-NPC cap.
+/// What [`store_facts`] stored: the new facts (duplicates left out) and the revisions of
+/// held facts they contradicted.
+#[derive(Debug, Default)]
+pub struct Stored {
+    pub facts: Vec<NewFact>,
+    pub revisions: Vec<Revision>,
+}
+
+/// Stores facts with their `event.knowledge.learned` (in the caller's transaction): each
+/// is first checked against what its holder holds (contradictions supersede or doubt the
+/// held fact, issue 6 item 4), then the `capped` holders are held to the per-NPC cap.
 pub async fn store_facts(
     connection: &mut PgConnection,
     topology: &Topology,
-    facts: Vec<NewFact>,
+    mut facts: Vec<NewFact>,
     capped: &[Uuid],
-) -> Result<Vec<NewFact>, StoreError> {
-    let inserted = knowledge::insert_facts(connection, &facts).await?;
+) -> Result<Stored, StoreError> {
+    if facts.is_empty() {
+        return Ok(Stored::default());
+    }
+    let mut revised: Vec<HeldFact> = facts.iter().map(|new| new.fact.clone()).collect();
+    let held = knowledge::contradiction_candidates(connection, &revised, Utc::now()).await?;
+    let revisions = revise_batch(&mut revised, held);
+    for (new, fact) in facts.iter_mut().zip(revised) {
+        new.fact = fact;
+    }
+    let inserted: HashSet<Uuid> = knowledge::insert_facts(connection, &facts).await?.into_iter().collect();
+    // A redelivered fact was stored (and revised what it contradicts) the first time.
+    let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
+    knowledge::apply_revisions(connection, &revisions).await?;
     knowledge::enforce_fact_caps(connection, capped).await?;
     let stored: Vec<NewFact> = facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).collect();
-    let messages: Vec<OutboxMessage> = stored.iter().map(|new| learned_event(topology, new)).collect();
+    let messages: Vec<OutboxMessage> = stored.iter().map(|new| learned_event(topology, new, &revisions)).collect();
     outbox::enqueue(connection, &messages).await?;
-    Ok(stored)
+    Ok(Stored { facts: stored, revisions })
 }
 
-pub fn learned_event(topology: &Topology, new: &NewFact) -> OutboxMessage {
+/// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.
+pub fn learned_event(topology: &Topology, new: &NewFact, revisions: &[Revision]) -> OutboxMessage {
     let fact = &new.fact;
+    let contradicted: Vec<serde_json::Value> = revisions
+        .iter()
+        .filter(|revision| revision.by == fact.id)
+        .map(|revision| {
+            let confidence = match revision.outcome {
+                Outcome::Doubted { confidence } => Some(confidence),
+                Outcome::Superseded => None,
+            };
+            serde_json::json!({"fact_id": revision.fact_id, "outcome": revision.outcome.as_str(), "confidence": confidence})
+        })
+        .collect();
     let event = KnowledgeLearned {
         schema_version: SCHEMA_VERSION,
         event_id: fact.id,
@@ -85,7 +121,7 @@ pub fn learned_event(topology: &Topology, new: &NewFact) -> OutboxMessage {
             "subject_id": fact.subject_id, "content": fact.content, "tags": fact.tags,
             "confidence": fact.confidence, "importance": fact.importance, "hop_count": fact.hop_count,
             "provenance": fact.provenance, "source": new.source.as_str(), "source_memory_id": new.source_memory_id,
-            "expires_at": fact.expires_at,
+            "expires_at": fact.expires_at, "contradicted": contradicted,
         }),
         from_npc_id: new.speaker_id,
     };

@@ -22,6 +22,8 @@ pub const CONSUMER_LEARN: &str = "gossip-learn";
 pub const CONSUMER_WORLD: &str = "gossip-world";
 /// The leader lock: one replica ticks at a time.
 const LEADER_JOB: &str = "gossip-tick";
+/// How often the leader checks that its lock connection is still alive.
+const LEADER_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// npcmem-gossip: knowledge and its spread between NPCs.
 #[derive(Debug, Clone, clap::Parser)]
@@ -107,6 +109,7 @@ async fn lead(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut leader: Option<PgConnection> = None;
+    let mut last_check = tokio::time::Instant::now();
     // The first tick comes one interval after start, when the consumers have caught up.
     let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -114,6 +117,17 @@ async fn lead(
         tokio::select! {
             _ = interval.tick() => {}
             _ = shutdown.changed() => break,
+        }
+        // A leader whose lock connection died (Postgres restarted, network cut) lost the
+        // lock with it: stop ticking and try to take it again, so two replicas never tick.
+        if let Some(connection) = leader.as_mut()
+            && last_check.elapsed() >= LEADER_CHECK_EVERY
+        {
+            last_check = tokio::time::Instant::now();
+            if let Err(error) = connection.ping().await {
+                warn!(%error, "gossip leader lost its lock connection; stepping down");
+                leader = None;
+            }
         }
         if leader.is_none() {
             match PgConnection::connect(&database_url).await {

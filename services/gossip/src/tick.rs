@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use npcmem_bus::Topology;
+use npcmem_core::gossip::contradiction::{Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
 use npcmem_store::knowledge::{self, NewFact, Source};
@@ -77,46 +78,100 @@ impl Ticker {
         Self { pool, topology, nats, budget, world: World::default(), last_switch_check: None, enabled: true }
     }
 
-    /// Loads what changed since the last refresh.
+    /// Loads what changed since the last refresh: everything on the first one (the leader
+    /// just started), then locations, drives and facts learned or revised since.
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let full = self.world.watermark == DateTime::<Utc>::UNIX_EPOCH;
-        let since = if full { DateTime::<Utc>::UNIX_EPOCH } else { self.world.watermark - REFRESH_OVERLAP };
-        // Four small reads at once, each on its own connection: a tick waits for the slowest.
         let pool = &self.pool;
-        let (locations, drives, known, facts) = tokio::try_join!(
-            async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
-            async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
-            async { knowledge::load_known(&mut *pool.acquire().await?, since, !full).await },
-            async { knowledge::load_spreadable(&mut *pool.acquire().await?, since, now, !full).await },
-        )?;
+        if self.world.watermark == DateTime::<Utc>::UNIX_EPOCH {
+            let since = DateTime::<Utc>::UNIX_EPOCH;
+            let (locations, drives, known, facts) = tokio::try_join!(
+                async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
+                async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
+                async { knowledge::load_known(&mut *pool.acquire().await?, since).await },
+                async { knowledge::load_spreadable(&mut *pool.acquire().await?, since, now).await },
+            )?;
+            self.apply_moves_and_drives(locations, drives);
+            for (holder, origin) in known {
+                self.note_known(holder, origin);
+            }
+            for fact in facts {
+                self.add_fact(fact, now);
+            }
+        } else {
+            let since = self.world.watermark - REFRESH_OVERLAP;
+            // Three small reads at once, each on its own connection: a tick waits for the slowest.
+            let (locations, drives, changes) = tokio::try_join!(
+                async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
+                async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
+                async { knowledge::load_changes(&mut *pool.acquire().await?, since).await },
+            )?;
+            self.apply_moves_and_drives(locations, drives);
+            for change in changes {
+                if change.superseded {
+                    self.note_known(change.fact.holder, change.fact.origin_fact_id);
+                    self.forget_fact(change.fact.holder, change.fact.id);
+                } else {
+                    self.add_fact(change.fact, now);
+                }
+            }
+        }
+        self.world.watermark = now;
+        Ok(())
+    }
+
+    fn apply_moves_and_drives(&mut self, locations: Vec<(Uuid, String)>, drives: Vec<(Uuid, Drives)>) {
         for (npc, room) in locations {
             self.world.queue.moved(npc, &room);
         }
         for (npc, drives) in drives {
             self.world.drives.insert(npc, drives);
         }
-        for (holder, origin) in known {
-            self.note_known(holder, origin);
-        }
-        for fact in facts {
-            self.add_fact(fact, now);
-        }
-        self.world.watermark = now;
-        Ok(())
     }
 
+    /// Records a fact its holder holds; the spreadable copy in memory is replaced (a
+    /// revision may have lowered its confidence) or dropped once no longer worth telling.
     fn add_fact(&mut self, fact: HeldFact, now: DateTime<Utc>) {
         self.note_known(fact.holder, fact.origin_fact_id);
-        if !fact.gossip_worthy(now) {
-            return;
-        }
-        let held = self.world.facts.entry(fact.holder).or_default();
-        if held.iter().any(|h| h.origin_fact_id == fact.origin_fact_id) {
-            return;
-        }
         let holder = fact.holder;
-        held.push(fact);
+        if !fact.gossip_worthy(now) {
+            self.forget_fact(holder, fact.id);
+            return;
+        }
+        let held = self.world.facts.entry(holder).or_default();
+        match held.iter_mut().find(|h| h.origin_fact_id == fact.origin_fact_id) {
+            Some(existing) => *existing = fact,
+            None => held.push(fact),
+        }
         self.world.queue.set_talker(holder, true);
+    }
+
+    /// Drops a fact from what `holder` may tell (superseded, or no longer worth it).
+    fn forget_fact(&mut self, holder: Uuid, fact_id: Uuid) {
+        let Some(held) = self.world.facts.get_mut(&holder) else { return };
+        held.retain(|h| h.id != fact_id);
+        if held.is_empty() {
+            self.world.facts.remove(&holder);
+            self.world.queue.set_talker(holder, false);
+        }
+    }
+
+    /// Applies revisions this leader's own exchanges made to facts listeners held.
+    fn apply_revisions(&mut self, revisions: &[Revision], now: DateTime<Utc>) {
+        for revision in revisions {
+            match revision.outcome {
+                Outcome::Superseded => self.forget_fact(revision.holder, revision.fact_id),
+                Outcome::Doubted { confidence } => {
+                    let held = self.world.facts.get_mut(&revision.holder);
+                    let Some(fact) = held.and_then(|held| held.iter_mut().find(|h| h.id == revision.fact_id)) else {
+                        continue;
+                    };
+                    fact.confidence = confidence;
+                    if !fact.gossip_worthy(now) {
+                        self.forget_fact(revision.holder, revision.fact_id);
+                    }
+                }
+            }
+        }
     }
 
     fn note_known(&mut self, holder: Uuid, origin: Uuid) {
@@ -213,6 +268,7 @@ impl Ticker {
         let mut transaction = self.pool.begin().await?;
         let stored = store_facts(&mut transaction, &self.topology, facts, &near_cap).await?;
         let secrets: Vec<OutboxMessage> = stored
+            .facts
             .iter()
             .filter(|new| new.fact.is_secret())
             .map(|new| secret_learned(&self.topology, &new.fact, new.speaker_id, now))
@@ -220,7 +276,8 @@ impl Ticker {
         outbox::enqueue(&mut transaction, &secrets).await?;
         transaction.commit().await?;
         let mut listeners = HashSet::new();
-        for new in stored {
+        self.apply_revisions(&stored.revisions, now);
+        for new in stored.facts {
             listeners.insert(new.fact.holder);
             self.add_fact(new.fact, now);
         }

@@ -11,6 +11,8 @@ use uuid::Uuid;
 use crate::memory::round3;
 use crate::wire::KnowledgeCategory;
 
+pub mod contradiction;
+
 /// Seed `MIN_IMPORTANCE_TO_PROPAGATE`, `MIN_CONFIDENCE_TO_PROPAGATE`,
 /// `CONFIDENCE_DECAY_PER_HOP`, `max_hops`.
 pub const MIN_IMPORTANCE: f64 = 0.5;

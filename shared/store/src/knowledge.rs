@@ -2,6 +2,7 @@
 //! them (migration 0007).
 
 use chrono::{DateTime, Utc};
+use npcmem_core::gossip::contradiction::{Outcome, Revision};
 use npcmem_core::gossip::{Drives, HeldFact, MAX_FACTS_PER_NPC};
 use npcmem_core::wire::KnowledgeCategory;
 use serde::Serialize;
@@ -142,6 +143,9 @@ struct StoredFact {
     expires_at: Option<DateTime<Utc>>,
 }
 
+const STORED_FACT_COLUMNS: &str = "id, origin_fact_id, npc_id, category, subject_id, content, tags, confidence, \
+     importance, hop_count, provenance, expires_at";
+
 impl StoredFact {
     fn into_held(self) -> Option<HeldFact> {
         Some(HeldFact {
@@ -162,21 +166,16 @@ impl StoredFact {
 }
 
 /// Facts that may still spread (importance, confidence and hops within the rules, not
-/// expired), created after `since`; with `learned_only`, not those gossip itself wrote
-/// (the gossip leader holds those in memory already).
+/// expired, not superseded), created after `since`.
 pub async fn load_spreadable(
     connection: &mut PgConnection,
     since: DateTime<Utc>,
     now: DateTime<Utc>,
-    learned_only: bool,
 ) -> StoreResult<Vec<HeldFact>> {
-    // The learned-only form matches the partial index on learned facts.
-    let source_filter = if learned_only { "AND source <> 'gossip'" } else { "" };
     let statement = format!(
-        "SELECT id, origin_fact_id, npc_id, category, subject_id, content, tags, confidence, importance, hop_count,
-                provenance, expires_at
+        "SELECT {STORED_FACT_COLUMNS}
          FROM knowledge_facts
-         WHERE created_at > $1 {source_filter} AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
+         WHERE created_at > $1 AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
            AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL"
     );
     let rows: Vec<StoredFact> =
@@ -184,18 +183,112 @@ pub async fn load_spreadable(
     Ok(rows.into_iter().filter_map(StoredFact::into_held).collect())
 }
 
-/// (holder, origin) of every fact created after `since` (with `learned_only`, not gossip's own).
-pub async fn load_known(
+/// A fact learned or revised since the last refresh, as the gossip leader reloads it.
+#[derive(Debug, Clone)]
+pub struct ChangedFact {
+    pub fact: HeldFact,
+    pub superseded: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct ChangedRow {
+    #[sqlx(flatten)]
+    fact: StoredFact,
+    superseded: bool,
+}
+
+/// Facts learned from conversations and the world after `since` (gossip's own copies are
+/// in the leader's memory already) and facts revised by a contradiction after `since`,
+/// with whether they are superseded: one read, matching the two partial indexes.
+pub async fn load_changes(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<ChangedFact>> {
+    let statement = format!(
+        "SELECT {STORED_FACT_COLUMNS}, superseded_by IS NOT NULL AS superseded FROM knowledge_facts
+         WHERE (created_at > $1 AND source <> 'gossip') OR (revised_at IS NOT NULL AND revised_at > $1)"
+    );
+    let rows: Vec<ChangedRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(since).fetch_all(connection).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| Some(ChangedFact { superseded: row.superseded, fact: row.fact.into_held()? }))
+        .collect())
+}
+
+/// What the holders of `facts` hold that a new fact could contradict: facts of the same
+/// category and subject, neither superseded nor expired.
+pub async fn contradiction_candidates(
     connection: &mut PgConnection,
-    since: DateTime<Utc>,
-    learned_only: bool,
-) -> StoreResult<Vec<(Uuid, Uuid)>> {
-    let statement = if learned_only {
-        "SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1 AND source <> 'gossip'"
-    } else {
-        "SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1"
-    };
-    let rows = sqlx::query_as(statement).bind(since).fetch_all(connection).await?;
+    facts: &[HeldFact],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<HeldFact>> {
+    if facts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holders: Vec<Uuid> = facts.iter().map(|fact| fact.holder).collect();
+    let categories: Vec<&str> = facts.iter().map(|fact| fact.category.as_str()).collect();
+    let subjects: Vec<Option<Uuid>> = facts.iter().map(|fact| fact.subject_id).collect();
+    let statement = format!(
+        "SELECT {STORED_FACT_COLUMNS} FROM knowledge_facts k
+         WHERE EXISTS (SELECT 1 FROM unnest($1::uuid[], $2::text[], $3::uuid[]) AS n(npc_id, category, subject_id)
+                       WHERE k.npc_id = n.npc_id AND k.category = n.category
+                         AND k.subject_id IS NOT DISTINCT FROM n.subject_id)
+           AND k.npc_id = ANY($1) AND k.superseded_by IS NULL AND (k.expires_at IS NULL OR k.expires_at > $4)"
+    );
+    let rows: Vec<StoredFact> = sqlx::query_as(sqlx::AssertSqlSafe(statement))
+        .bind(&holders)
+        .bind(&categories)
+        .bind(&subjects)
+        .bind(now)
+        .fetch_all(connection)
+        .await?;
+    Ok(rows.into_iter().filter_map(StoredFact::into_held).collect())
+}
+
+/// Applies contradiction revisions (in order: a fact doubted twice ends at the later
+/// confidence) and stamps `revised_at`. Returns the rows changed.
+pub async fn apply_revisions(connection: &mut PgConnection, revisions: &[Revision]) -> StoreResult<u64> {
+    if revisions.is_empty() {
+        return Ok(0);
+    }
+    let mut final_state: Vec<(Uuid, Option<Uuid>, Option<f64>)> = Vec::new();
+    for revision in revisions {
+        let index = match final_state.iter().position(|(id, _, _)| *id == revision.fact_id) {
+            Some(index) => index,
+            None => {
+                final_state.push((revision.fact_id, None, None));
+                final_state.len() - 1
+            }
+        };
+        match revision.outcome {
+            Outcome::Superseded => final_state[index].1 = Some(revision.by),
+            Outcome::Doubted { confidence } => final_state[index].2 = Some(confidence),
+        }
+    }
+    final_state.sort_by_key(|(id, _, _)| *id);
+    let ids: Vec<Uuid> = final_state.iter().map(|state| state.0).collect();
+    let superseded_by: Vec<Option<Uuid>> = final_state.iter().map(|state| state.1).collect();
+    let confidences: Vec<Option<f64>> = final_state.iter().map(|state| state.2).collect();
+    let changed = sqlx::query(
+        "UPDATE knowledge_facts AS k
+         SET superseded_by = COALESCE(r.superseded_by, k.superseded_by),
+             confidence = COALESCE(r.confidence, k.confidence), revised_at = now()
+         FROM unnest($1::uuid[], $2::uuid[], $3::float8[]) AS r(id, superseded_by, confidence)
+         WHERE k.id = r.id",
+    )
+    .bind(&ids)
+    .bind(&superseded_by)
+    .bind(&confidences)
+    .execute(connection)
+    .await?
+    .rows_affected();
+    Ok(changed)
+}
+
+/// (holder, origin) of every fact created after `since`.
+pub async fn load_known(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, Uuid)>> {
+    let rows = sqlx::query_as("SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1")
+        .bind(since)
+        .fetch_all(connection)
+        .await?;
     Ok(rows)
 }
 
