@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
 use npcmem_core::gossip::contradiction::{Outcome, Revision, revise_batch};
 use npcmem_core::gossip::{Drives, HeldFact};
@@ -16,8 +16,8 @@ use npcmem_core::wire::{
 };
 use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::knowledge::{self, NewFact, Profile, Source};
-use npcmem_store::outbox::{self, OutboxMessage};
-use npcmem_store::{PgConnection, PgPool, StoreError};
+use npcmem_store::outbox::OutboxMessage;
+use npcmem_store::{PgConnection, PgPool, StoreError, privacy};
 use tracing::warn;
 use uuid::Uuid;
 
@@ -69,33 +69,93 @@ pub struct Stored {
     pub revisions: Vec<Revision>,
 }
 
-/// Stores facts with their `event.knowledge.learned` (in the caller's transaction): each
-/// is first checked against what its holder holds (contradictions supersede or doubt the
-/// held fact, issue 6 item 4), then the `capped` holders are held to the per-NPC cap.
-pub async fn store_facts(
-    connection: &mut PgConnection,
-    topology: &Topology,
-    mut facts: Vec<NewFact>,
-    capped: &[Uuid],
-) -> Result<Stored, StoreError> {
-    if facts.is_empty() {
-        return Ok(Stored::default());
+/// Which new facts to check against what their holders hold in Postgres.
+pub enum Check<'a> {
+    Every,
+    /// Only these (by fact id): the gossip leader knows from claim keys in memory that
+    /// the others contradict nothing their listeners hold.
+    Only(&'a HashSet<Uuid>),
+}
+
+/// New facts after the contradiction check, ready to write.
+#[derive(Debug)]
+pub struct Prepared {
+    pub facts: Vec<NewFact>,
+    pub revisions: Vec<Revision>,
+}
+
+impl Prepared {
+    /// Whether writing takes more than the one insert statement (which is atomic alone).
+    pub fn needs_transaction(&self, capped: &[Uuid]) -> bool {
+        !self.revisions.is_empty() || !capped.is_empty()
     }
+}
+
+/// Checks new facts against what their holders hold and against each other (issue 6
+/// item 4): contradicted facts are superseded or doubted, a new fact that only casts
+/// doubt is stored as uncertain. Reads only.
+pub async fn prepare_facts(
+    connection: &mut PgConnection,
+    mut facts: Vec<NewFact>,
+    check: Check<'_>,
+) -> Result<Prepared, StoreError> {
     let mut revised: Vec<HeldFact> = facts.iter().map(|new| new.fact.clone()).collect();
-    let held = knowledge::contradiction_candidates(connection, &revised, Utc::now()).await?;
+    let to_check: Vec<HeldFact> = match check {
+        Check::Every => revised.clone(),
+        Check::Only(ids) => revised.iter().filter(|fact| ids.contains(&fact.id)).cloned().collect(),
+    };
+    let held = if to_check.is_empty() {
+        Vec::new()
+    } else {
+        knowledge::contradiction_candidates(connection, &to_check, Utc::now()).await?
+    };
     let revisions = revise_batch(&mut revised, held);
     for (new, fact) in facts.iter_mut().zip(revised) {
         new.fact = fact;
     }
-    let inserted: HashSet<Uuid> = knowledge::insert_facts(connection, &facts).await?.into_iter().collect();
+    Ok(Prepared { facts, revisions })
+}
+
+/// Writes prepared facts with their `event.knowledge.learned` and any `extra` message per
+/// fact (both queued only for facts actually inserted), applies the revisions of the
+/// inserted ones, and holds the `capped` holders to the per-NPC cap. Unless
+/// [`Prepared::needs_transaction`] is false, call inside a transaction.
+pub async fn write_facts(
+    connection: &mut PgConnection,
+    topology: &Topology,
+    prepared: Prepared,
+    capped: &[Uuid],
+    extra: impl Fn(&NewFact) -> Option<OutboxMessage>,
+) -> Result<Stored, StoreError> {
+    let Prepared { facts, revisions } = prepared;
+    let mut messages = Vec::with_capacity(facts.len());
+    for new in &facts {
+        messages.push((new.fact.id, learned_event(topology, new, &revisions)));
+        if let Some(message) = extra(new) {
+            messages.push((new.fact.id, message));
+        }
+    }
+    let inserted: HashSet<Uuid> = knowledge::insert_facts(connection, &facts, &messages).await?.into_iter().collect();
     // A redelivered fact was stored (and revised what it contradicts) the first time.
     let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
     knowledge::apply_revisions(connection, &revisions).await?;
     knowledge::enforce_fact_caps(connection, capped).await?;
     let stored: Vec<NewFact> = facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).collect();
-    let messages: Vec<OutboxMessage> = stored.iter().map(|new| learned_event(topology, new, &revisions)).collect();
-    outbox::enqueue(connection, &messages).await?;
     Ok(Stored { facts: stored, revisions })
+}
+
+/// [`prepare_facts`] then [`write_facts`], every fact checked, in the caller's transaction.
+pub async fn store_facts(
+    connection: &mut PgConnection,
+    topology: &Topology,
+    facts: Vec<NewFact>,
+    capped: &[Uuid],
+) -> Result<Stored, StoreError> {
+    if facts.is_empty() {
+        return Ok(Stored::default());
+    }
+    let prepared = prepare_facts(connection, facts, Check::Every).await?;
+    write_facts(connection, topology, prepared, capped, |_| None).await
 }
 
 /// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.
@@ -146,11 +206,14 @@ impl BatchHandler for LearnHandler {
             match decode_message::<MemoryStored>(delivery.payload(), MAX_BYTES) {
                 Ok(event) => {
                     facts.extend(event.memories.iter().filter_map(|memory| fact_from_memory(&event, memory)).map(
-                        |fact| NewFact {
-                            source_memory_id: Some(fact.id),
-                            fact,
-                            source: Source::Conversation,
-                            speaker_id: None,
+                        |fact| {
+                            let new = NewFact {
+                                source_memory_id: Some(fact.id),
+                                fact,
+                                source: Source::Conversation,
+                                speaker_id: None,
+                            };
+                            (new, event.ended_at)
                         },
                     ));
                     dispositions.push(Disposition::Done);
@@ -166,11 +229,26 @@ impl BatchHandler for LearnHandler {
     }
 }
 
-async fn commit_facts(pool: &PgPool, topology: &Topology, facts: Vec<NewFact>) -> Result<(), StoreError> {
+/// Stores facts learned from memories, each with the end of its conversation: a player
+/// forgotten since that conversation is not learned about again.
+async fn commit_facts(
+    pool: &PgPool,
+    topology: &Topology,
+    facts: Vec<(NewFact, DateTime<Utc>)>,
+) -> Result<(), StoreError> {
     if facts.is_empty() {
         return Ok(());
     }
     let mut transaction = pool.begin().await?;
+    let players: Vec<Uuid> = facts.iter().filter_map(|(new, _)| new.fact.subject_id).collect();
+    let forgotten = privacy::forgotten_players(&mut transaction, &players).await?;
+    let facts: Vec<NewFact> = facts
+        .into_iter()
+        .filter(|(new, ended_at)| {
+            new.fact.subject_id.and_then(|player| forgotten.get(&player)).is_none_or(|at| *ended_at >= *at)
+        })
+        .map(|(new, _)| new)
+        .collect();
     let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
     store_facts(&mut transaction, topology, facts, &holders).await?;
     transaction.commit().await?;

@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use npcmem_bus::Topology;
-use npcmem_core::gossip::contradiction::{Outcome, Revision};
+use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
 use npcmem_store::knowledge::{self, NewFact, Source};
-use npcmem_store::outbox::{self, OutboxMessage};
+use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgPool, StoreError, switches};
 use uuid::Uuid;
 
-use crate::learn::store_facts;
+use crate::learn::{Check, prepare_facts, write_facts};
 
 /// What one tick did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -41,6 +41,10 @@ pub struct World {
     /// for holders near it.
     held: HashMap<Uuid, usize>,
     drives: HashMap<Uuid, Drives>,
+    /// The claim keys of what each NPC holds, hashed with the holder: a new fact whose
+    /// opposing keys are not here contradicts nothing its listener holds, and its
+    /// exchange skips the contradiction read (`contradiction::claim_keys`).
+    claims: HashSet<u64>,
     /// Changes older than this are in memory already.
     watermark: DateTime<Utc>,
 }
@@ -50,6 +54,28 @@ pub struct World {
 /// Refreshes after the first skip the facts gossip wrote itself: they are in memory.
 const REFRESH_OVERLAP: TimeDelta = TimeDelta::seconds(30);
 
+/// How much the leader holds in memory (for the bench and logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorldSize {
+    pub npcs_placed: usize,
+    pub spreadable_facts: usize,
+    pub known: usize,
+    pub claim_keys: usize,
+    pub queued_pairs: usize,
+}
+
+impl World {
+    pub fn size(&self) -> WorldSize {
+        WorldSize {
+            npcs_placed: self.queue.placed(),
+            spreadable_facts: self.facts.values().map(Vec::len).sum(),
+            known: self.known.len(),
+            claim_keys: self.claims.len(),
+            queued_pairs: self.queue.len(),
+        }
+    }
+}
+
 impl Default for World {
     fn default() -> Self {
         Self {
@@ -58,6 +84,7 @@ impl Default for World {
             known: HashSet::new(),
             held: HashMap::new(),
             drives: HashMap::new(),
+            claims: HashSet::new(),
             watermark: DateTime::<Utc>::UNIX_EPOCH,
         }
     }
@@ -81,42 +108,41 @@ impl Ticker {
     /// Loads what changed since the last refresh: everything on the first one (the leader
     /// just started), then locations, drives and facts learned or revised since.
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let first = self.world.watermark == DateTime::<Utc>::UNIX_EPOCH;
+        let since = if first { DateTime::<Utc>::UNIX_EPOCH } else { self.world.watermark - REFRESH_OVERLAP };
+        let changed_since = (!first).then_some(since);
+        // Three small reads at once, each on its own connection: a tick waits for the slowest.
         let pool = &self.pool;
-        if self.world.watermark == DateTime::<Utc>::UNIX_EPOCH {
-            let since = DateTime::<Utc>::UNIX_EPOCH;
-            let (locations, drives, known, facts) = tokio::try_join!(
-                async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
-                async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
-                async { knowledge::load_known(&mut *pool.acquire().await?, since).await },
-                async { knowledge::load_spreadable(&mut *pool.acquire().await?, since, now).await },
-            )?;
-            self.apply_moves_and_drives(locations, drives);
-            for (holder, origin) in known {
-                self.note_known(holder, origin);
-            }
-            for fact in facts {
-                self.add_fact(fact, now);
-            }
-        } else {
-            let since = self.world.watermark - REFRESH_OVERLAP;
-            // Three small reads at once, each on its own connection: a tick waits for the slowest.
-            let (locations, drives, changes) = tokio::try_join!(
-                async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
-                async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
-                async { knowledge::load_changes(&mut *pool.acquire().await?, since).await },
-            )?;
-            self.apply_moves_and_drives(locations, drives);
-            for change in changes {
-                if change.superseded {
-                    self.note_known(change.fact.holder, change.fact.origin_fact_id);
-                    self.forget_fact(change.fact.holder, change.fact.id);
-                } else {
-                    self.add_fact(change.fact, now);
-                }
+        let (locations, drives, changes) = tokio::try_join!(
+            async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
+            async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
+            async { knowledge::load_changes(&mut *pool.acquire().await?, changed_since).await },
+        )?;
+        self.apply_moves_and_drives(locations, drives);
+        for change in changes {
+            if change.superseded {
+                self.note_known(change.fact.holder, change.fact.origin_fact_id);
+                self.forget_fact(change.fact.holder, change.fact.id);
+            } else {
+                self.note_claims(&change.fact);
+                self.add_fact(change.fact, now);
             }
         }
         self.world.watermark = now;
         Ok(())
+    }
+
+    fn note_claims(&mut self, fact: &HeldFact) {
+        for key in contradiction::claim_keys(fact) {
+            self.world.claims.insert(holder_key(fact.holder, key));
+        }
+    }
+
+    /// Whether `fact` may contradict something its holder holds (a claim key matches).
+    fn may_contradict(&self, fact: &HeldFact) -> bool {
+        contradiction::opposing_keys(fact)
+            .into_iter()
+            .any(|key| self.world.claims.contains(&holder_key(fact.holder, key)))
     }
 
     fn apply_moves_and_drives(&mut self, locations: Vec<(Uuid, String)>, drives: Vec<(Uuid, Drives)>) {
@@ -249,6 +275,8 @@ impl Ticker {
     }
 
     async fn commit(&mut self, exchanges: Vec<(HeldFact, Uuid)>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let suspects: HashSet<Uuid> =
+            exchanges.iter().filter(|(fact, _)| self.may_contradict(fact)).map(|(fact, _)| fact.id).collect();
         let facts: Vec<NewFact> = exchanges
             .into_iter()
             .map(|(fact, speaker)| NewFact {
@@ -265,20 +293,26 @@ impl Ticker {
                 self.world.held.get(holder).copied().unwrap_or(0) + 1 >= npcmem_core::gossip::MAX_FACTS_PER_NPC
             })
             .collect();
-        let mut transaction = self.pool.begin().await?;
-        let stored = store_facts(&mut transaction, &self.topology, facts, &near_cap).await?;
-        let secrets: Vec<OutboxMessage> = stored
-            .facts
-            .iter()
-            .filter(|new| new.fact.is_secret())
-            .map(|new| secret_learned(&self.topology, &new.fact, new.speaker_id, now))
-            .collect();
-        outbox::enqueue(&mut transaction, &secrets).await?;
-        transaction.commit().await?;
+        let topology = &self.topology;
+        let secret =
+            |new: &NewFact| new.fact.is_secret().then(|| secret_learned(topology, &new.fact, new.speaker_id, now));
+        let mut connection = self.pool.acquire().await?;
+        let prepared = prepare_facts(&mut connection, facts, Check::Only(&suspects)).await?;
+        // Usually one statement, atomic by itself: the facts and their outbox rows.
+        let stored = if prepared.needs_transaction(&near_cap) {
+            let mut transaction = sqlx::Connection::begin(&mut *connection).await?;
+            let stored = write_facts(&mut transaction, topology, prepared, &near_cap, secret).await?;
+            transaction.commit().await?;
+            stored
+        } else {
+            write_facts(&mut connection, topology, prepared, &near_cap, secret).await?
+        };
+        drop(connection);
         let mut listeners = HashSet::new();
         self.apply_revisions(&stored.revisions, now);
         for new in stored.facts {
             listeners.insert(new.fact.holder);
+            self.note_claims(&new.fact);
             self.add_fact(new.fact, now);
         }
         if let Some(nats) = &self.nats {
@@ -290,6 +324,12 @@ impl Ticker {
         }
         Ok(())
     }
+}
+
+/// A claim key of one holder's.
+fn holder_key(holder: Uuid, key: u64) -> u64 {
+    let folded = holder.as_u128();
+    key ^ (folded as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((folded >> 64) as u64).rotate_left(29)
 }
 
 /// `signal.secret_learned` for a secret reaching a new NPC.

@@ -17,7 +17,7 @@ use npcmem_core::wire::{CacheInvalidate, MemoryStored, RelationshipChanged, SCHE
 use npcmem_store::factions::{self, Side};
 use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::relationships::{self, AppliedConversation, Write};
-use npcmem_store::{PgConnection, PgPool, StoreError};
+use npcmem_store::{PgConnection, PgPool, StoreError, privacy};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
@@ -78,6 +78,13 @@ impl RelateHandler {
         let ids: Vec<Uuid> = events.iter().map(|event| event.conversation_id).collect();
         let done: BTreeSet<Uuid> = relationships::applied(&mut transaction, &ids).await?.into_iter().collect();
         let todo: Vec<&MemoryStored> = events.iter().filter(|event| !done.contains(&event.conversation_id)).collect();
+        // A forgotten player's conversations stay forgotten, even those already on their way.
+        let players: Vec<Uuid> = todo.iter().map(|event| event.player_id).collect();
+        let forgotten = privacy::forgotten_players(&mut transaction, &players).await?;
+        let todo: Vec<&MemoryStored> = todo
+            .into_iter()
+            .filter(|event| forgotten.get(&event.player_id).is_none_or(|at| event.ended_at >= *at))
+            .collect();
         if todo.is_empty() {
             return Ok(Attempt::Committed(Vec::new()));
         }

@@ -209,6 +209,11 @@ impl GossipQueue {
         self.queue.push_back((speaker, listener));
     }
 
+    /// NPCs with a known room.
+    pub fn placed(&self) -> usize {
+        self.room_of.len()
+    }
+
     /// Pairs waiting.
     pub fn len(&self) -> usize {
         self.queue.len()

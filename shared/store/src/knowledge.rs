@@ -10,6 +10,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::StoreResult;
+use crate::outbox::OutboxMessage;
 
 /// How a fact reached its holder (seed `KnowledgeSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +60,16 @@ struct FactRow<'a> {
     expires_at: Option<DateTime<Utc>>,
 }
 
-/// Inserts facts an NPC does not know yet (unique per holder and origin); returns the ids
-/// stored. Callers then hold the holders to their cap ([`enforce_fact_caps`]).
-pub async fn insert_facts(connection: &mut PgConnection, facts: &[NewFact]) -> StoreResult<Vec<Uuid>> {
+/// Inserts facts an NPC does not know yet (unique per holder and origin) and, in the same
+/// statement, queues the outbox messages of the facts actually inserted (each message
+/// names its fact), so a duplicate announces nothing and a tick's write is one round
+/// trip. Returns the ids stored. Callers then hold the holders to their cap
+/// ([`enforce_fact_caps`]). The outbox columns are those of `outbox::enqueue`.
+pub async fn insert_facts(
+    connection: &mut PgConnection,
+    facts: &[NewFact],
+    messages: &[(Uuid, OutboxMessage)],
+) -> StoreResult<Vec<Uuid>> {
     if facts.is_empty() {
         return Ok(Vec::new());
     }
@@ -85,19 +93,42 @@ pub async fn insert_facts(connection: &mut PgConnection, facts: &[NewFact]) -> S
             expires_at: new.fact.expires_at,
         })
         .collect();
+    let fact_ids: Vec<Uuid> = messages.iter().map(|(fact_id, _)| *fact_id).collect();
+    let subjects: Vec<&str> = messages.iter().map(|(_, m)| m.subject.as_str()).collect();
+    let msg_ids: Vec<Option<&str>> = messages.iter().map(|(_, m)| m.msg_id.as_deref()).collect();
+    let payloads: Vec<&[u8]> = messages.iter().map(|(_, m)| m.payload.as_slice()).collect();
+    let headers: Vec<String> = messages
+        .iter()
+        .map(|(_, m)| serde_json::to_string(&m.headers).expect("string maps always serialise"))
+        .collect();
     let inserted: Vec<Uuid> = sqlx::query_scalar(
-        "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance, source,
-                                      source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
-         SELECT id, npc_id, category, subject_id, content, tags, confidence, importance, source, source_memory_id,
-                origin_fact_id, hop_count, provenance, speaker_id, expires_at
-         FROM jsonb_to_recordset($1) AS r(id uuid, npc_id uuid, category text, subject_id uuid, content text,
-              tags text[], confidence float8, importance float8, source text, source_memory_id uuid,
-              origin_fact_id uuid, hop_count int4, provenance uuid[], speaker_id uuid, expires_at timestamptz)
-         ORDER BY npc_id, origin_fact_id
-         ON CONFLICT (npc_id, origin_fact_id) DO NOTHING
-         RETURNING id",
+        "WITH inserted AS (
+             INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
+                                          source, source_memory_id, origin_fact_id, hop_count, provenance,
+                                          speaker_id, expires_at)
+             SELECT id, npc_id, category, subject_id, content, tags, confidence, importance, source, source_memory_id,
+                    origin_fact_id, hop_count, provenance, speaker_id, expires_at
+             FROM jsonb_to_recordset($1) AS r(id uuid, npc_id uuid, category text, subject_id uuid, content text,
+                  tags text[], confidence float8, importance float8, source text, source_memory_id uuid,
+                  origin_fact_id uuid, hop_count int4, provenance uuid[], speaker_id uuid, expires_at timestamptz)
+             ORDER BY npc_id, origin_fact_id
+             ON CONFLICT (npc_id, origin_fact_id) DO NOTHING
+             RETURNING id),
+         queued AS (
+             INSERT INTO outbox (subject, msg_id, payload, headers)
+             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
+             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[]) WITH ORDINALITY
+                  AS m(fact_id, subject, msg_id, payload, headers, position)
+             WHERE m.fact_id IN (SELECT id FROM inserted)
+             ORDER BY m.position)
+         SELECT id FROM inserted",
     )
     .bind(sqlx::types::Json(&rows))
+    .bind(&fact_ids)
+    .bind(&subjects)
+    .bind(&msg_ids)
+    .bind(&payloads)
+    .bind(&headers)
     .fetch_all(&mut *connection)
     .await?;
     Ok(inserted)
@@ -165,24 +196,6 @@ impl StoredFact {
     }
 }
 
-/// Facts that may still spread (importance, confidence and hops within the rules, not
-/// expired, not superseded), created after `since`.
-pub async fn load_spreadable(
-    connection: &mut PgConnection,
-    since: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> StoreResult<Vec<HeldFact>> {
-    let statement = format!(
-        "SELECT {STORED_FACT_COLUMNS}
-         FROM knowledge_facts
-         WHERE created_at > $1 AND importance >= 0.5 AND confidence >= 0.2 AND hop_count < 5
-           AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL"
-    );
-    let rows: Vec<StoredFact> =
-        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(since).bind(now).fetch_all(connection).await?;
-    Ok(rows.into_iter().filter_map(StoredFact::into_held).collect())
-}
-
 /// A fact learned or revised since the last refresh, as the gossip leader reloads it.
 #[derive(Debug, Clone)]
 pub struct ChangedFact {
@@ -200,11 +213,18 @@ struct ChangedRow {
 /// Facts learned from conversations and the world after `since` (gossip's own copies are
 /// in the leader's memory already) and facts revised by a contradiction after `since`,
 /// with whether they are superseded: one read, matching the two partial indexes.
-pub async fn load_changes(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<ChangedFact>> {
-    let statement = format!(
-        "SELECT {STORED_FACT_COLUMNS}, superseded_by IS NOT NULL AS superseded FROM knowledge_facts
-         WHERE (created_at > $1 AND source <> 'gossip') OR (revised_at IS NOT NULL AND revised_at > $1)"
-    );
+/// Without `since`, every fact (a leader starting up).
+pub async fn load_changes(
+    connection: &mut PgConnection,
+    since: Option<DateTime<Utc>>,
+) -> StoreResult<Vec<ChangedFact>> {
+    let filter = if since.is_some() {
+        "WHERE (created_at > $1 AND source <> 'gossip') OR (revised_at IS NOT NULL AND revised_at > $1)"
+    } else {
+        "WHERE $1::timestamptz IS NULL"
+    };
+    let statement =
+        format!("SELECT {STORED_FACT_COLUMNS}, superseded_by IS NOT NULL AS superseded FROM knowledge_facts {filter}");
     let rows: Vec<ChangedRow> =
         sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(since).fetch_all(connection).await?;
     Ok(rows
@@ -281,15 +301,6 @@ pub async fn apply_revisions(connection: &mut PgConnection, revisions: &[Revisio
     .await?
     .rows_affected();
     Ok(changed)
-}
-
-/// (holder, origin) of every fact created after `since`.
-pub async fn load_known(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, Uuid)>> {
-    let rows = sqlx::query_as("SELECT npc_id, origin_fact_id FROM knowledge_facts WHERE created_at > $1")
-        .bind(since)
-        .fetch_all(connection)
-        .await?;
-    Ok(rows)
 }
 
 /// Records where NPCs are; the latest `as_of` wins.

@@ -7,6 +7,7 @@ pub mod budgets;
 pub mod context;
 pub mod conversations;
 pub mod error;
+pub mod export;
 pub mod factions;
 pub mod knowledge;
 pub mod locks;

@@ -98,3 +98,72 @@ pub async fn statuses(connection: &mut PgConnection, player_ids: &[Uuid]) -> Sto
     .await?;
     Ok(rows.into_iter().map(|row| (row.player_id, row)).collect())
 }
+
+/// Rows `forget_player` removed (or blanked), per table, in the order they were handled.
+pub type ForgetReport = Vec<(&'static str, u64)>;
+
+/// The right to be forgotten (seed open question 2): in one transaction, under the
+/// player's exclusive lock (ingest holds it shared while it reads privacy), removes every
+/// row about `player_id` — memories, working memory, relationships and their ledger,
+/// knowledge about them (gossip copies included), the audit rows, faction reputation and
+/// membership, queued outbox messages that name them — and keeps the ledger rows as
+/// tombstones (state `forgotten`, transcript and name blanked) so a redelivered
+/// conversation dedups instead of coming back. `player_privacy.forgotten_at = at` refuses
+/// any conversation that started earlier. Returns the rows touched per table.
+pub async fn forget_player(
+    connection: &mut PgConnection,
+    player_id: Uuid,
+    at: DateTime<Utc>,
+) -> StoreResult<ForgetReport> {
+    crate::locks::lock_player_exclusive(connection, player_id).await?;
+    mark_forgotten(connection, player_id, at).await?;
+    let mut report = ForgetReport::new();
+    let tombstones = sqlx::query(
+        "UPDATE conversations SET state = 'forgotten', transcript = '[]', player_name = '', location = NULL,
+                error = NULL, skip_reason = 'forgotten', message_count = 0, redactions = 0, updated_at = now()
+         WHERE player_id = $1",
+    )
+    .bind(player_id)
+    .execute(&mut *connection)
+    .await?
+    .rows_affected();
+    report.push(("conversations (kept as tombstones)", tombstones));
+    // Fixed statements, one per table: each names its column explicitly.
+    const DELETES: &[(&str, &str)] = &[
+        ("working_memory", "DELETE FROM working_memory WHERE player_id = $1"),
+        ("memories", "DELETE FROM memories WHERE player_id = $1"),
+        ("memory_audit", "DELETE FROM memory_audit WHERE player_id = $1"),
+        ("relationships", "DELETE FROM relationships WHERE player_id = $1"),
+        ("applied_conversations", "DELETE FROM applied_conversations WHERE player_id = $1"),
+        ("faction_reputation", "DELETE FROM faction_reputation WHERE player_id = $1"),
+        ("player_factions", "DELETE FROM player_factions WHERE player_id = $1"),
+        ("knowledge_facts", "DELETE FROM knowledge_facts WHERE subject_id = $1"),
+        // Events and signals not yet published that name the player (by id, as text).
+        ("outbox", "DELETE FROM outbox WHERE position(convert_to($1::text, 'UTF8') IN payload) > 0"),
+    ];
+    for (table, statement) in DELETES {
+        let removed = sqlx::query(*statement).bind(player_id).execute(&mut *connection).await?.rows_affected();
+        report.push((table, removed));
+    }
+    Ok(report)
+}
+
+/// Under shared player locks (so a concurrent `forget_player` either finished before or
+/// waits for the caller's transaction to end), when each forgotten player among
+/// `player_ids` was forgotten. Consumers of derived events drop what a forgotten player's
+/// conversations produced before `forgotten_at`: an event already on its way when the
+/// player was forgotten must not bring them back.
+pub async fn forgotten_players(
+    connection: &mut PgConnection,
+    player_ids: &[Uuid],
+) -> StoreResult<HashMap<Uuid, DateTime<Utc>>> {
+    let mut unique = player_ids.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    crate::locks::lock_players_shared(connection, &unique).await?;
+    Ok(statuses(connection, &unique)
+        .await?
+        .into_values()
+        .filter_map(|status| Some((status.player_id, status.forgotten_at?)))
+        .collect())
+}

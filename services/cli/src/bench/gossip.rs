@@ -131,6 +131,11 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
         npcs.len(),
         rebuild_started.elapsed().as_secs_f64() * 1000.0
     );
+    let size = ticker.world.size();
+    println!(
+        "leader's world: {} NPCs placed, {} spreadable facts, {} (holder, origin) known, {} claim keys, {} pairs queued",
+        size.npcs_placed, size.spreadable_facts, size.known, size.claim_keys, size.queued_pairs
+    );
     if let Some((current, peak)) = super::rss::rss_kib(std::process::id()) {
         println!(
             "bench process (the leader's world in memory) RSS {:.1} MB, peak {:.1} MB",

@@ -11,7 +11,8 @@
 //! words on either side, a negation just before a word flipping it ("not dangerous"),
 //! and the mirror form "the cave has treasure" / "the cave has no treasure".
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::HeldFact;
 use crate::memory::round3;
@@ -155,18 +156,21 @@ fn stances(fact: &HeldFact) -> Vec<(&'static str, i8)> {
     found
 }
 
+/// A claim's words once negations and articles are taken out, and whether it is negated
+/// an odd number of times.
+fn mirror_form(fact: &HeldFact) -> (Vec<String>, usize) {
+    let all = words(&fact.content);
+    let negations = all.iter().filter(|w| NEGATIONS.contains(&w.as_str())).count();
+    let rest: Vec<String> =
+        all.into_iter().filter(|w| !NEGATIONS.contains(&w.as_str()) && !ARTICLES.contains(&w.as_str())).collect();
+    (rest, negations % 2)
+}
+
 /// "The cave has treasure" against "The cave has no treasure": the same words once the
 /// negations are taken out, negated an odd number of times on one side only.
 fn mirrored(new: &HeldFact, old: &HeldFact) -> bool {
-    let split = |fact: &HeldFact| {
-        let all = words(&fact.content);
-        let negations = all.iter().filter(|w| NEGATIONS.contains(&w.as_str())).count();
-        let rest: Vec<String> =
-            all.into_iter().filter(|w| !NEGATIONS.contains(&w.as_str()) && !ARTICLES.contains(&w.as_str())).collect();
-        (rest, negations % 2)
-    };
-    let (new_words, new_parity) = split(new);
-    let (old_words, old_parity) = split(old);
+    let (new_words, new_parity) = mirror_form(new);
+    let (old_words, old_parity) = mirror_form(old);
     !new_words.is_empty() && new_words == old_words && new_parity != old_parity
 }
 
@@ -182,15 +186,17 @@ fn same_topic(new: &HeldFact, old: &HeldFact) -> bool {
     if new.subject_id.is_some() {
         return true;
     }
-    let topical = |fact: &HeldFact| -> HashSet<String> {
-        fact.tags
-            .iter()
-            .map(|tag| tag.to_lowercase())
-            .filter(|tag| !GENERIC_TAGS.contains(&tag.as_str()))
-            .filter(|tag| !ASPECTS.iter().any(|(_, yes, no)| yes.contains(&tag.as_str()) || no.contains(&tag.as_str())))
-            .collect()
-    };
-    !topical(new).is_disjoint(&topical(old))
+    !topical_tags(new).is_disjoint(&topical_tags(old))
+}
+
+/// A fact's tags that say what it is about (not generic, not an aspect word).
+fn topical_tags(fact: &HeldFact) -> BTreeSet<String> {
+    fact.tags
+        .iter()
+        .map(|tag| tag.to_lowercase())
+        .filter(|tag| !GENERIC_TAGS.contains(&tag.as_str()))
+        .filter(|tag| !ASPECTS.iter().any(|(_, yes, no)| yes.contains(&tag.as_str()) || no.contains(&tag.as_str())))
+        .collect()
 }
 
 /// Whether `new` takes the opposite side of `old`: same topic, a different origin, and an
@@ -230,6 +236,59 @@ pub fn revise(new: &mut HeldFact, held: &[HeldFact]) -> Vec<(uuid::Uuid, Outcome
         }
     }
     revisions
+}
+
+/// What a fact is about, for claim keys: its category and subject, or for a fact
+/// without a subject each of its topic tags ([`same_topic`]).
+fn topic_scopes(fact: &HeldFact) -> Vec<u64> {
+    let scope = |topic: &dyn Fn(&mut DefaultHasher)| {
+        let mut hasher = DefaultHasher::new();
+        fact.category.as_str().hash(&mut hasher);
+        topic(&mut hasher);
+        hasher.finish()
+    };
+    match fact.subject_id {
+        Some(subject) => vec![scope(&|hasher| subject.hash(hasher))],
+        None => topical_tags(fact).iter().map(|tag| scope(&|hasher| tag.hash(hasher))).collect(),
+    }
+}
+
+fn key(scope: u64, claim: &dyn Fn(&mut DefaultHasher)) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    scope.hash(&mut hasher);
+    claim(&mut hasher);
+    hasher.finish()
+}
+
+/// The claims a fact makes, as keys: for each topic scope, each aspect stance and its
+/// mirror form. With [`opposing_keys`], a cheap pre-check of [`contradicts`] for a holder
+/// kept in memory: if no opposing key of a new fact is among the keys of what the holder
+/// holds, nothing it holds is contradicted (a shared key may still be a hash collision
+/// or a copy of the same origin; [`contradicts`] decides).
+pub fn claim_keys(fact: &HeldFact) -> Vec<u64> {
+    keys(fact, false)
+}
+
+/// The keys a held fact would need for `fact` to contradict it (see [`claim_keys`]).
+pub fn opposing_keys(fact: &HeldFact) -> Vec<u64> {
+    keys(fact, true)
+}
+
+fn keys(fact: &HeldFact, opposite: bool) -> Vec<u64> {
+    let stances = stances(fact);
+    let (mirror_words, parity) = mirror_form(fact);
+    let mut out = Vec::new();
+    for scope in topic_scopes(fact) {
+        for (aspect, side) in &stances {
+            let side = if opposite { -side } else { *side };
+            out.push(key(scope, &|hasher| (0u8, aspect, side).hash(hasher)));
+        }
+        if !mirror_words.is_empty() {
+            let parity = if opposite { 1 - parity } else { parity };
+            out.push(key(scope, &|hasher| (1u8, &mirror_words, parity).hash(hasher)));
+        }
+    }
+    out
 }
 
 /// A held fact that a newer one contradicted, and what became of it.
@@ -377,5 +436,50 @@ mod tests {
             ]
         );
         assert_eq!((batch[0].confidence, batch[1].confidence, batch[2].confidence), (0.3, 0.3, 0.9));
+    }
+
+    #[test]
+    fn claim_keys_find_every_contradiction_the_full_check_finds() {
+        let (npc, aria, brom) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let mut facts = Vec::new();
+        for subject in [Some(aria), Some(brom), None] {
+            for (content, tags) in [
+                ("Aria is honest", vec!["trade"]),
+                ("Aria is a liar", vec![]),
+                ("She isn't dangerous", vec!["mill"]),
+                ("Bandits raided the mill", vec!["mill", "bandits"]),
+                ("The mill is safe now", vec!["mill"]),
+                ("The cave has treasure", vec!["cave"]),
+                ("The cave has no treasure", vec!["cave"]),
+                ("The ale is watery", vec!["tavern"]),
+                ("Brom stole the ale", vec!["tavern", "theft"]),
+            ] {
+                for category in [KnowledgeCategory::PlayerTrait, KnowledgeCategory::WorldEvent] {
+                    let mut held = fact(npc, subject, content, &tags, 0.8);
+                    held.category = category;
+                    facts.push(held);
+                }
+            }
+        }
+        let mut contradictions = 0;
+        for new in &facts {
+            let opposing = opposing_keys(new);
+            for old in &facts {
+                let keyed = claim_keys(old).iter().any(|key| opposing.contains(key));
+                if contradicts(new, old) {
+                    contradictions += 1;
+                    assert!(keyed, "keys missed {:?} against {:?}", new.content, old.content);
+                }
+                if keyed && new.id != old.id {
+                    assert!(
+                        contradicts(new, old),
+                        "keys matched without a contradiction: {:?} / {:?}",
+                        new.content,
+                        old.content
+                    );
+                }
+            }
+        }
+        assert!(contradictions >= 12, "the sample holds contradictions: {contradictions}");
     }
 }
