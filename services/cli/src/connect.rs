@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_nats::jetstream;
 use npcmem_bus::Topology;
 use npcmem_service::CommonConfig;
-use npcmem_store::{PgPool, PoolOptions, StoreError};
+use npcmem_store::{PgConnection, PgPool, PoolOptions, StoreError};
+use sqlx::Connection;
 
 use crate::error::CliError;
 
@@ -25,6 +26,10 @@ pub async fn postgres_with(common: &CommonConfig, timeout: Duration, max_connect
     let unreachable = |detail: String| CliError::Unreachable { dependency: "Postgres", target: target.clone(), detail };
     let options = PoolOptions { max_connections, acquire_timeout: timeout };
     let attempt = async {
+        // One plain connection first: the pool retries a refused connection until its
+        // acquire timeout, this reports the refusal (or bad password) at once.
+        let probe = PgConnection::connect(&common.database_url).await?;
+        let _ = probe.close().await;
         let pool = npcmem_store::connect(&common.database_url, &options).await?;
         npcmem_store::migrate(&pool).await?;
         Ok::<_, StoreError>(pool)

@@ -454,13 +454,22 @@ async fn purge(
 #[derive(Debug, Serialize)]
 pub struct Depth {
     pub stream: String,
+    /// False before any service has created the topology on these prefixes.
+    pub stream_exists: bool,
     pub messages: u64,
     pub bytes: u64,
     pub by_consumer: BTreeMap<String, u64>,
 }
 
 pub async fn depth(bus: &Bus) -> Result<Depth, CliError> {
-    let mut stream = dlq_stream(bus).await?;
+    let mut stream = match dlq_stream(bus).await {
+        Ok(stream) => stream,
+        Err(CliError::NotFound(_)) => {
+            let stream = bus.topology.stream_name(StreamKind::Dlq);
+            return Ok(Depth { stream, stream_exists: false, messages: 0, bytes: 0, by_consumer: BTreeMap::new() });
+        }
+        Err(error) => return Err(error),
+    };
     let info = stream.info().await.map_err(|error| CliError::failed("cannot read the DLQ stream's info", error))?;
     let (messages, bytes) = (info.state.messages, info.state.bytes);
     let name = info.config.name.clone();
@@ -479,7 +488,7 @@ pub async fn depth(bus: &Bus) -> Result<Depth, CliError> {
             Err(error) => tracing::debug!(%error, "per-subject DLQ counts unavailable"),
         }
     }
-    Ok(Depth { stream: name, messages, bytes, by_consumer })
+    Ok(Depth { stream: name, stream_exists: true, messages, bytes, by_consumer })
 }
 
 #[cfg(test)]

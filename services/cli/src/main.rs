@@ -7,7 +7,7 @@ use npcmem_cli::{Cli, CliError};
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    npcmem_service::telemetry::init(cli.log_format());
+    init_logging(cli.log_format());
     let mut stdout = std::io::stdout().lock();
     match npcmem_cli::execute(cli, &mut stdout).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -19,4 +19,16 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(error.exit_code())
         }
     }
+}
+
+/// Logs go to stderr (stdout carries the command's output, e.g. `--json` documents) and
+/// only warnings by default; `RUST_LOG` raises it.
+fn init_logging(format: npcmem_service::LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        npcmem_service::LogFormat::Pretty => builder.try_init(),
+        npcmem_service::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }

@@ -98,6 +98,9 @@ fn write_text(stats: &Stats, days: u64, out: &mut dyn Write) -> std::io::Result<
     }
     writeln!(out)?;
     match (&stats.dlq, &stats.dlq_error) {
+        (Some(depth), _) if !depth.stream_exists => {
+            writeln!(out, "dead letters: 0 (stream {} not created yet; no service has started)", depth.stream)?;
+        }
         (Some(depth), _) => {
             writeln!(out, "dead letters: {} ({} bytes in {})", depth.messages, depth.bytes, depth.stream)?;
             for (consumer, count) in &depth.by_consumer {
