@@ -483,11 +483,13 @@ async fn unreachable_postgres_or_nats_exits_4_within_seconds() {
     env.cleanup().await;
 }
 
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /// A dead letter as a consumer writes it after `max_deliver` attempts.
 fn max_deliveries_letter(env: &TestEnv, payload: &[u8], conversation_id: Uuid) -> dlq::DeadLetter {
     let mut original = HeaderMap::new();
     original.insert("Nats-Msg-Id", conversation_id.to_string().as_str());
-    original.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    original.insert("traceparent", TRACEPARENT);
     let cause = DeadLetterCause { code: ReasonCode::MaxDeliveries, message: "database unavailable".into() };
     dlq::build(DeadLetterInput {
         consumer: "ingest",
@@ -505,13 +507,15 @@ fn max_deliveries_letter(env: &TestEnv, payload: &[u8], conversation_id: Uuid) -
 async fn dlq_list_show_replay_and_purge() {
     let env = TestEnv::new().await;
     let ingest = env.spawn_ingest(&[]);
-    env.publish(&env.subject("conversation.ended"), b"{not json".to_vec(), None).await;
+    let pair = Pair::new();
+    let conversation_id = Uuid::new_v4();
+    // A broken copy went out first under the conversation's id, so that id sits in the
+    // dedup window: a replay that kept it would be dropped as a duplicate.
+    env.publish(&env.subject("conversation.ended"), b"{not json".to_vec(), Some(&conversation_id.to_string())).await;
     wait_until(WAIT, "ingest dead-lettered the malformed message", || async {
         env.stream_messages(StreamKind::Dlq).await.len() == 1
     })
     .await;
-    let pair = Pair::new();
-    let conversation_id = Uuid::new_v4();
     let payload = fixtures::bytes(&fixtures::trade_conversation(conversation_id, &pair));
     let letter = max_deliveries_letter(&env, &payload, conversation_id);
     env.publish_with_headers(
@@ -559,6 +563,13 @@ async fn dlq_list_show_replay_and_purge() {
             == 1
     })
     .await;
+    // The original headers came back: ingest carried the trace context on to the job.
+    wait_until(WAIT, "the conversation's job.extract", || async {
+        !env.stream_messages(StreamKind::Jobs).await.is_empty()
+    })
+    .await;
+    let jobs = env.stream_messages(StreamKind::Jobs).await;
+    assert_eq!(jobs[0].headers.get("traceparent").map(|value| value.as_str()), Some(TRACEPARENT));
     let remaining = npcmem(&env, &["dlq", "list", "--json"]).await.assert_ok().json();
     assert_eq!(remaining.as_array().unwrap().len(), 1, "the replayed letter is gone: {remaining}");
     assert_eq!(remaining[0]["sequence"].as_u64().unwrap().to_string(), broken_sequence);
