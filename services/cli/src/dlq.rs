@@ -319,6 +319,9 @@ fn unreplayable(letter: &Letter, topology: &Topology) -> Option<String> {
     if letter.truncated.is_some() {
         return Some("its body was truncated when it was dead-lettered; replaying it would fail again".into());
     }
+    if !subject.starts_with(&topology.subject("")) {
+        return Some(format!("its original subject {subject} is outside this world's subject prefix"));
+    }
     if subject.starts_with(&topology.subject("dlq.")) {
         return Some(format!("its original subject {subject} is itself a dead-letter subject"));
     }
@@ -494,6 +497,31 @@ pub async fn depth(bus: &Bus) -> Result<Depth, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn letter_for(subject: Option<&str>, truncated: Option<&str>) -> Letter {
+        Letter {
+            sequence: 1,
+            at: String::new(),
+            consumer: "ingest".into(),
+            reason: "max_deliveries".into(),
+            message: String::new(),
+            original_subject: subject.map(str::to_string),
+            deliveries: None,
+            size: 2,
+            truncated: truncated.map(str::to_string),
+            headers: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn only_letters_with_a_whole_body_and_a_subject_of_this_world_are_replayed() {
+        let topology = Topology::new("npcmem", "NPCMEM", Default::default());
+        assert_eq!(unreplayable(&letter_for(Some("npcmem.conversation.ended"), None), &topology), None);
+        assert!(unreplayable(&letter_for(None, None), &topology).is_some());
+        assert!(unreplayable(&letter_for(Some("npcmem.conversation.ended"), Some("2000000")), &topology).is_some());
+        assert!(unreplayable(&letter_for(Some("other.conversation.ended"), None), &topology).is_some());
+        assert!(unreplayable(&letter_for(Some("npcmem.dlq.ingest"), None), &topology).is_some());
+    }
 
     #[test]
     fn replay_restores_original_headers_but_not_nats_control_headers() {
