@@ -4,7 +4,8 @@
 //! A library with a thin `main.rs`, so tests run commands in-process through [`run`] and
 //! read what an operator would see. Every command that changes data records itself in
 //! `admin_actions` in the same transaction as the change. SQL lives in `npcmem-store`;
-//! this crate parses, validates, orchestrates and formats.
+//! this crate parses, validates, orchestrates and formats. Of the services it uses only
+//! consolidate's jobs (`consolidate run`) and, for benchmarks, gossip's rules.
 
 mod audit;
 mod bench;
@@ -192,7 +193,13 @@ impl Context {
             }
         };
         npcmem_bus::publish::invalidate_caches(&bus.client, &bus.topology, messages).await;
-        if let Err(error) = tokio::time::timeout(self.options.connect_timeout(), bus.client.flush()).await {
+        // Core NATS publishes are buffered: flush before the process exits.
+        let flushed = match tokio::time::timeout(self.options.connect_timeout(), bus.client.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err("flush timed out".to_string()),
+        };
+        if let Err(error) = flushed {
             eprintln!("npcmem: warning: cache.invalidate may not have left ({error}); cache TTLs will expire it");
         }
     }
