@@ -291,6 +291,26 @@ async fn clear_needs_yes_then_removes_only_the_pairs_memories_and_tells_the_cach
         .expect("subscription open");
     let invalidate: Value = serde_json::from_slice(&message.payload).unwrap();
     assert_eq!(invalidate, json!({"npc_id": npc, "player_id": player}));
+
+    // The whole NPC, sparing locked memories: every player's pair, one invalidation.
+    let quest = memory(&other, "Tobin is the king's lost son", &["quest"]);
+    store_memories(&env, std::slice::from_ref(&quest)).await;
+    sqlx::query("UPDATE memories SET locked = true WHERE id = $1").bind(quest.id).execute(&env.pool).await.unwrap();
+    let whole = npcmem(&env, &["clear", &npc, "--yes", "--keep-locked"]).await;
+    whole.assert_ok();
+    assert!(
+        whole.stdout.contains("(every player): 1 memories, 0 working-memory summaries deleted, 1 locked memories kept"),
+        "{}",
+        whole.stdout
+    );
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM memories").fetch_all(&env.pool).await.unwrap();
+    assert_eq!(left, vec![quest.id]);
+    let message = tokio::time::timeout(Duration::from_secs(5), invalidations.next())
+        .await
+        .expect("cache.invalidate within 5 s")
+        .expect("subscription open");
+    let invalidate: Value = serde_json::from_slice(&message.payload).unwrap();
+    assert_eq!(invalidate, json!({"npc_id": npc, "player_id": null}));
     env.cleanup().await;
 }
 
@@ -578,6 +598,25 @@ async fn dlq_list_show_replay_and_purge() {
     assert_eq!(actions[0].1, "dlq.replay");
     assert_eq!(actions[0].2["sequence"].as_u64().unwrap().to_string(), valid_sequence);
     assert!(actions[0].2["msg_id"].as_str().unwrap().starts_with("replay-"));
+
+    // A letter whose body was cut to fit the stream cannot be replayed: it is reported,
+    // left in place, and the command fails; purging it by sequence removes only it.
+    let mut truncated = max_deliveries_letter(&env, &payload[..40], Uuid::new_v4());
+    truncated.headers.insert(dlq::HEADER_TRUNCATED, payload.len().to_string().as_str());
+    env.publish_with_headers(&env.topology.dlq("extract"), truncated.body.to_vec(), None, Some(truncated.headers))
+        .await;
+    let skipped = npcmem(&env, &["dlq", "replay", "--all", "--consumer", "extract"]).await;
+    assert_eq!(skipped.code, exit_code::FAILURE);
+    assert!(skipped.stdout.contains("its body was truncated"), "{}", skipped.stdout);
+    assert!(skipped.stdout.ends_with("0 replayed, 1 not replayed\n"), "{}", skipped.stdout);
+    let letters = npcmem(&env, &["dlq", "list", "--consumer", "extract", "--json"]).await.assert_ok().json();
+    assert_eq!(letters.as_array().unwrap().len(), 1);
+    let truncated_sequence = letters[0]["sequence"].as_u64().unwrap();
+    assert_eq!(letters[0]["truncated"], payload.len().to_string());
+    let purged_one = npcmem(&env, &["dlq", "purge", &truncated_sequence.to_string()]).await;
+    purged_one.assert_ok();
+    assert_eq!(purged_one.stdout, "purged 1 dead letters\n");
+    assert_eq!(admin_actions(&env).await.last().unwrap().2["sequence"], truncated_sequence);
 
     let refused = npcmem(&env, &["dlq", "purge", "--all"]).await;
     assert_eq!(refused.code, exit_code::BAD_INPUT);
