@@ -31,7 +31,13 @@ use uuid::Uuid;
 pub use error::{CliError, exit_code};
 
 #[derive(Debug, Parser)]
-#[command(name = "npcmem", version, about = "npcmem admin, demo and benchmark command")]
+#[command(
+    name = "npcmem",
+    version,
+    about = "npcmem admin, demo and benchmark command",
+    after_help = "Exit codes: 0 done, 1 failed, 2 usage or bad input, 3 not found, \
+                  4 NATS or PostgreSQL unreachable. See docs/cli.md."
+)]
 pub struct Cli {
     #[command(flatten)]
     pub common: CommonConfig,
