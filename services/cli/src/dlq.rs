@@ -243,6 +243,9 @@ async fn list(bus: &Bus, consumer: Option<&str>, limit: u64, json: bool, out: &m
         ]);
     }
     table.write(out)?;
+    if letters.len() as u64 == limit {
+        writeln!(out, "(the first {limit} letters; --limit shows more)")?;
+    }
     Ok(())
 }
 
