@@ -1,6 +1,7 @@
 //! One integration-test binary (STYLE §Tests): real NATS, real Postgres, a database and
 //! prefixes of its own per test.
 
+mod cli;
 mod consolidate;
 mod enrich;
 mod extract;

@@ -3,12 +3,15 @@
 //! scheduled run). `consolidate` queues the pairs on `P.job.consolidate`; the running
 //! consolidate service's workers do them.
 
-use anyhow::{Context as _, bail};
-use npcmem_bus::Topology;
+use std::io::Write;
+
 use npcmem_consolidate::{Job, JobContext};
-use npcmem_service::CommonConfig;
-use npcmem_store::{PgConnection, maintenance};
+use npcmem_store::{PgConnection, admin, maintenance};
+use serde_json::json;
 use sqlx::Connection;
+
+use crate::error::CliError;
+use crate::{Context, connect};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ConsolidateCommand {
@@ -25,25 +28,40 @@ pub enum ConsolidateCommand {
     },
 }
 
-pub async fn run(common: &CommonConfig, command: ConsolidateCommand) -> anyhow::Result<()> {
+pub async fn run(context: &Context, command: ConsolidateCommand, out: &mut dyn Write) -> Result<(), CliError> {
     let ConsolidateCommand::Run { job, decay_batch_pages, slices } = command;
-    let pool = npcmem_store::connect(&common.database_url, &common.pool_options())
-        .await
-        .context("cannot reach Postgres (NPCMEM_DATABASE_URL)")?;
-    npcmem_store::migrate(&pool).await.context("cannot apply the migrations")?;
-    let nats = async_nats::connect(common.nats_url.as_str()).await.ok();
-    if nats.is_none() {
-        eprintln!("npcmem: NATS at {} unreachable; caches will not be told (their TTL expires them)", common.nats_url);
-    }
-    let topology = Topology::new(&common.subject_prefix, &common.stream_prefix, common.topology_settings());
-    let jobs = JobContext { pool, nats, topology, decay_batch_pages, slices };
-    let mut lock = PgConnection::connect(&common.database_url).await?;
+    let actor = context.options.actor()?;
+    let timeout = context.options.connect_timeout();
+    let pool = connect::postgres_with(&context.common, timeout, context.common.database_max_connections.max(2)).await?;
+    let nats = match connect::nats(&context.common, timeout).await {
+        Ok(client) => Some(client),
+        Err(error) => {
+            eprintln!("npcmem: warning: {error}; caches will not be told (their TTL expires them)");
+            None
+        }
+    };
+    let topology = connect::topology(&context.common);
+    let jobs = JobContext { pool: pool.clone(), nats, topology, decay_batch_pages, slices };
+    let mut lock = PgConnection::connect(&context.common.database_url).await?;
     if !maintenance::try_lock_job(&mut lock, job.as_str()).await? {
-        bail!("{} is running on a consolidate replica right now; try again when it has finished", job.as_str());
+        return Err(CliError::Failed(format!(
+            "{} is running on a consolidate replica right now; try again when it has finished",
+            job.as_str()
+        )));
     }
     let outcome = jobs.run(job, chrono::Utc::now()).await;
     let _ = maintenance::unlock_job(&mut lock, job.as_str()).await;
     let _ = lock.close().await;
-    println!("{}", serde_json::to_string_pretty(&outcome?)?);
+    let outcome = outcome?;
+    let mut connection = pool.acquire().await?;
+    admin::record_action(
+        &mut connection,
+        &actor,
+        "consolidate.run",
+        &json!({ "job": job.as_str(), "outcome": outcome }),
+    )
+    .await?;
+    let text = serde_json::to_string_pretty(&outcome).map_err(|error| CliError::failed("json", error))?;
+    writeln!(out, "{text}")?;
     Ok(())
 }

@@ -1,12 +1,15 @@
 //! `npcmem factions load FILE`: loads a factions file (see deploy/examples/factions.toml)
 //! into the database, as relate's `NPCMEM_FACTIONS_FILE` does at start.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use npcmem_core::relationship::factions::FactionsFile;
-use npcmem_service::CommonConfig;
-use npcmem_store::relationships;
+use npcmem_store::{admin, relationships};
+use serde_json::json;
+
+use crate::Context;
+use crate::error::CliError;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum FactionsCommand {
@@ -15,29 +18,36 @@ pub enum FactionsCommand {
     Load { file: PathBuf },
 }
 
-pub async fn run(common: &CommonConfig, command: FactionsCommand) -> anyhow::Result<()> {
+pub async fn run(context: &Context, command: FactionsCommand, out: &mut dyn Write) -> Result<(), CliError> {
     match command {
-        FactionsCommand::Load { file } => load(common, &file).await,
+        FactionsCommand::Load { file } => load(context, &file, out).await,
     }
 }
 
-async fn load(common: &CommonConfig, path: &PathBuf) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let file =
-        FactionsFile::from_toml(&text).with_context(|| format!("{} is not a usable factions file", path.display()))?;
-    let pool = npcmem_store::connect(&common.database_url, &common.pool_options())
-        .await
-        .context("cannot reach Postgres (NPCMEM_DATABASE_URL)")?;
-    npcmem_store::migrate(&pool).await.context("cannot apply the migrations")?;
+async fn load(context: &Context, path: &Path, out: &mut dyn Write) -> Result<(), CliError> {
+    let actor = context.options.actor()?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| CliError::BadInput(format!("cannot read {}: {error}", path.display())))?;
+    let file = FactionsFile::from_toml(&text)
+        .map_err(|error| CliError::BadInput(format!("{} is not a usable factions file: {error}", path.display())))?;
+    let pool = context.postgres().await?;
     let mut transaction = pool.begin().await?;
     let loaded = relationships::load_factions_file(&mut transaction, &file).await?;
+    let details = json!({
+        "file": path.display().to_string(),
+        "factions": loaded.factions,
+        "attitudes": loaded.attitudes,
+        "npcs": loaded.npcs,
+    });
+    admin::record_action(&mut transaction, &actor, "factions.load", &details).await?;
     transaction.commit().await?;
-    println!(
+    writeln!(
+        out,
         "loaded {}: {} factions, {} attitudes, {} NPC memberships",
         path.display(),
         loaded.factions,
         loaded.attitudes,
         loaded.npcs
-    );
+    )?;
     Ok(())
 }

@@ -1,56 +1,34 @@
-//! `npcmem`: the operator's command: benchmarks, `factions load`, `consolidate run`; the other admin
-//! commands of DESIGN §5 (inspect, audit, dlq, export, demo, …) arrive with their issues.
+//! `npcmem`: parses the command line, sets up logging, runs the command from the library,
+//! and exits with its code (docs/cli.md §Exit codes).
 
-mod bench;
-mod consolidate;
-mod factions;
-mod sample;
-
-use clap::{Parser, Subcommand};
-use npcmem_service::CommonConfig;
-
-#[derive(Debug, Parser)]
-#[command(name = "npcmem", version, about = "npcmem admin, demo and benchmark command")]
-struct Cli {
-    #[command(flatten)]
-    common: CommonConfig,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Drive the running services and report throughput against a raw baseline.
-    Bench {
-        #[command(subcommand)]
-        scenario: bench::Scenario,
-    },
-    /// Run maintenance jobs (decay, consolidate, reinforce) now.
-    Consolidate {
-        #[command(subcommand)]
-        action: consolidate::ConsolidateCommand,
-    },
-    /// Manage the factions relate initialises relationships from.
-    Factions {
-        #[command(subcommand)]
-        action: factions::FactionsCommand,
-    },
-}
+use clap::Parser;
+use npcmem_cli::{Cli, CliError};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    npcmem_service::telemetry::init(cli.common.log_format);
-    let result = match cli.command {
-        Command::Bench { scenario } => bench::run(&cli.common, scenario).await,
-        Command::Factions { action } => factions::run(&cli.common, action).await,
-        Command::Consolidate { action } => consolidate::run(&cli.common, action).await,
-    };
-    match result {
+    init_logging(cli.log_format());
+    let mut stdout = std::io::stdout().lock();
+    match npcmem_cli::execute(cli, &mut stdout).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("npcmem: {error:#}");
-            std::process::ExitCode::FAILURE
+            match &error {
+                CliError::Usage(message) => eprint!("{message}"),
+                other => eprintln!("npcmem: {other}"),
+            }
+            std::process::ExitCode::from(error.exit_code())
         }
     }
+}
+
+/// Logs go to stderr (stdout carries the command's output, e.g. `--json` documents) and
+/// only warnings by default; `RUST_LOG` raises it.
+fn init_logging(format: npcmem_service::LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        npcmem_service::LogFormat::Pretty => builder.try_init(),
+        npcmem_service::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }

@@ -3,12 +3,15 @@
 //! the row types it reads and writes; queries are parameterised and checked by the
 //! integration tests that run them. Depends on `npcmem-core` only, never on NATS.
 
+pub mod admin;
+pub mod audit;
 pub mod budgets;
 pub mod context;
 pub mod conversations;
 pub mod error;
 pub mod export;
 pub mod factions;
+pub mod inspect;
 pub mod knowledge;
 pub mod locks;
 pub mod maintenance;
@@ -17,6 +20,7 @@ pub mod outbox;
 pub mod pool;
 pub mod privacy;
 pub mod relationships;
+pub mod stats;
 pub mod switches;
 pub mod working_memory;
 
