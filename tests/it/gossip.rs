@@ -435,3 +435,41 @@ async fn a_second_replica_takes_over_the_ticks_when_the_leader_stops() {
     second.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_leader_misses_neither_a_late_commit_nor_a_move_stamped_long_ago() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (teller, listener, latecomer) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    move_and_wait(&env, &[(teller, "barn"), (listener, "barn")]).await;
+    let mut ticker = ticker(&env, 10);
+    ticks(&mut ticker, 1).await;
+    // A writer whose transaction started before the leader's next refresh and commits after it.
+    let late = Uuid::new_v4();
+    let mut transaction = env.pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO knowledge_facts (id, npc_id, category, content, confidence, importance, source, origin_fact_id)
+         VALUES ($1, $2, 'world_event', 'The barn roof leaks', 1.0, 0.8, 'authored', $1)",
+    )
+    .bind(late)
+    .bind(teller)
+    .execute(&mut *transaction)
+    .await
+    .unwrap();
+    ticks(&mut ticker, 2).await;
+    transaction.commit().await.unwrap();
+    ticks(&mut ticker, 2).await;
+    assert_eq!(confidence_of(&env, listener, late).await, Some(0.9), "the late commit was loaded and spread");
+    // A move the game stamped an hour ago, recorded only now (a consumer catching up).
+    world(
+        &env,
+        "world.npc_moved",
+        json!({"npc_id": latecomer, "room_id": "barn", "at": Utc::now() - TimeDelta::hours(1)}),
+    )
+    .await;
+    wait_rows(&env, "the move", "SELECT count(*) FROM npc_locations", 3).await;
+    ticks(&mut ticker, 2).await;
+    assert!(confidence_of(&env, latecomer, late).await.is_some(), "the old-stamped move was loaded");
+    gossip.stop().await;
+    env.cleanup().await;
+}

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use npcmem_bus::Topology;
 use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
@@ -45,14 +45,9 @@ pub struct World {
     /// opposing keys are not here contradicts nothing its listener holds, and its
     /// exchange skips the contradiction read (`contradiction::claim_keys`).
     claims: HashSet<u64>,
-    /// Changes older than this are in memory already.
-    watermark: DateTime<Utc>,
+    /// The visibility horizon of the last refresh: changes before it are in memory.
+    watermark: Option<DateTime<Utc>>,
 }
-
-/// How far back each refresh looks again: a row committed late with an earlier
-/// `created_at` (its transaction's start) is still picked up; duplicates are ignored.
-/// Refreshes after the first skip the facts gossip wrote itself: they are in memory.
-const REFRESH_OVERLAP: TimeDelta = TimeDelta::seconds(30);
 
 /// How much the leader holds in memory (for the bench and logs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +80,7 @@ impl Default for World {
             held: HashMap::new(),
             drives: HashMap::new(),
             claims: HashSet::new(),
-            watermark: DateTime::<Utc>::UNIX_EPOCH,
+            watermark: None,
         }
     }
 }
@@ -106,18 +101,20 @@ impl Ticker {
     }
 
     /// Loads what changed since the last refresh: everything on the first one (the leader
-    /// just started), then locations, drives and facts learned or revised since.
+    /// just started), then locations, drives and facts learned or revised since the
+    /// previous refresh's visibility horizon (database time, so late commits and clock
+    /// skew lose nothing; rows seen twice are idempotent).
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let first = self.world.watermark == DateTime::<Utc>::UNIX_EPOCH;
-        let since = if first { DateTime::<Utc>::UNIX_EPOCH } else { self.world.watermark - REFRESH_OVERLAP };
-        let changed_since = (!first).then_some(since);
-        // Three small reads at once, each on its own connection: a tick waits for the slowest.
-        let pool = &self.pool;
-        let (locations, drives, changes) = tokio::try_join!(
-            async { knowledge::load_locations(&mut *pool.acquire().await?, since).await },
-            async { knowledge::load_drives(&mut *pool.acquire().await?, since).await },
-            async { knowledge::load_changes(&mut *pool.acquire().await?, changed_since).await },
-        )?;
+        let first = self.world.watermark.is_none();
+        let since = self.world.watermark.unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
+        // Small reads one after the other on one connection: on two cores, three
+        // connections at once were slower (measured, issue 6).
+        let mut connection = self.pool.acquire().await?;
+        let horizon = knowledge::visibility_horizon(&mut connection).await?;
+        let locations = knowledge::load_locations(&mut connection, since).await?;
+        let drives = knowledge::load_drives(&mut connection, since).await?;
+        let changes = knowledge::load_changes(&mut connection, (!first).then_some(since)).await?;
+        drop(connection);
         self.apply_moves_and_drives(locations, drives);
         for change in changes {
             if change.superseded {
@@ -128,7 +125,7 @@ impl Ticker {
                 self.add_fact(change.fact, now);
             }
         }
-        self.world.watermark = now;
+        self.world.watermark = Some(horizon);
         Ok(())
     }
 
@@ -251,7 +248,8 @@ impl Ticker {
             );
             if let Some(fact) = chosen {
                 planned.insert((listener, fact.origin_fact_id));
-                exchanges.push((propagate(fact, speaker, listener, Uuid::new_v4()), speaker));
+                // Time-ordered ids: a tick's new rows share the primary key's last page.
+                exchanges.push((propagate(fact, speaker, listener, Uuid::now_v7()), speaker));
                 requeue.push((speaker, listener));
             }
         }

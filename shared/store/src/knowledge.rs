@@ -196,6 +196,22 @@ impl StoredFact {
     }
 }
 
+/// The database time before which every write is visible now: the start of the oldest
+/// transaction still open in this database (rows take their timestamps, `now()`, from
+/// their transaction's start), or now. A reader that loads rows stamped at or after the
+/// previous horizon misses no late commit and rereads only the last interval's rows.
+/// Transactions of other database roles are invisible here (run the services under one
+/// role, or grant the gossip role `pg_read_all_stats`).
+pub async fn visibility_horizon(connection: &mut PgConnection) -> StoreResult<DateTime<Utc>> {
+    let horizon = sqlx::query_scalar(
+        "SELECT LEAST(now(), COALESCE(min(xact_start), now())) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL",
+    )
+    .fetch_one(connection)
+    .await?;
+    Ok(horizon)
+}
+
 /// A fact learned or revised since the last refresh, as the gossip leader reloads it.
 #[derive(Debug, Clone)]
 pub struct ChangedFact {
@@ -219,7 +235,7 @@ pub async fn load_changes(
     since: Option<DateTime<Utc>>,
 ) -> StoreResult<Vec<ChangedFact>> {
     let filter = if since.is_some() {
-        "WHERE (created_at > $1 AND source <> 'gossip') OR (revised_at IS NOT NULL AND revised_at > $1)"
+        "WHERE (created_at >= $1 AND source <> 'gossip') OR (revised_at IS NOT NULL AND revised_at >= $1)"
     } else {
         "WHERE $1::timestamptz IS NULL"
     };
@@ -320,7 +336,7 @@ pub async fn record_locations(
     sqlx::query(
         "INSERT INTO npc_locations (npc_id, room_id, as_of)
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])
-         ON CONFLICT (npc_id) DO UPDATE SET room_id = EXCLUDED.room_id, as_of = EXCLUDED.as_of
+         ON CONFLICT (npc_id) DO UPDATE SET room_id = EXCLUDED.room_id, as_of = EXCLUDED.as_of, recorded_at = now()
              WHERE npc_locations.as_of <= EXCLUDED.as_of",
     )
     .bind(&npcs)
@@ -331,9 +347,9 @@ pub async fn record_locations(
     Ok(())
 }
 
-/// Locations changed after `since` (by `as_of`).
+/// Locations written at or after `since` (database time, see [`visibility_horizon`]).
 pub async fn load_locations(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, String)>> {
-    let rows = sqlx::query_as("SELECT npc_id, room_id FROM npc_locations WHERE as_of > $1")
+    let rows = sqlx::query_as("SELECT npc_id, room_id FROM npc_locations WHERE recorded_at >= $1")
         .bind(since)
         .fetch_all(connection)
         .await?;
@@ -361,7 +377,7 @@ pub async fn record_profile(connection: &mut PgConnection, profile: &Profile) ->
                  $5, COALESCE($6, 0), $7, $8)
          ON CONFLICT (npc_id) DO UPDATE SET name = EXCLUDED.name, role = EXCLUDED.role,
              drives = COALESCE($4, npc_profiles.drives), mood = EXCLUDED.mood, mood_intensity = EXCLUDED.mood_intensity,
-             mood_expires_at = EXCLUDED.mood_expires_at, as_of = EXCLUDED.as_of
+             mood_expires_at = EXCLUDED.mood_expires_at, as_of = EXCLUDED.as_of, recorded_at = now()
              WHERE npc_profiles.as_of <= EXCLUDED.as_of",
     )
     .bind(profile.npc_id)
@@ -377,10 +393,10 @@ pub async fn record_profile(connection: &mut PgConnection, profile: &Profile) ->
     Ok(())
 }
 
-/// Drives of profiles changed after `since`.
+/// Drives of profiles written at or after `since` (database time).
 pub async fn load_drives(connection: &mut PgConnection, since: DateTime<Utc>) -> StoreResult<Vec<(Uuid, Drives)>> {
     let rows: Vec<(Uuid, sqlx::types::Json<serde_json::Value>)> =
-        sqlx::query_as("SELECT npc_id, drives FROM npc_profiles WHERE as_of > $1")
+        sqlx::query_as("SELECT npc_id, drives FROM npc_profiles WHERE recorded_at >= $1")
             .bind(since)
             .fetch_all(connection)
             .await?;
