@@ -145,3 +145,47 @@ async fn the_request_rate_is_a_sliding_minute_shared_by_every_caller() {
     drop(connection);
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
+    use npcmem_core::gossip::HeldFact;
+    use npcmem_core::wire::KnowledgeCategory;
+    use npcmem_store::knowledge::{NewFact, Source};
+    let env = TestEnv::new().await;
+    let tags: Vec<String> = ["quote \"x\"", "back\\slash", "comma,brace}{", "NULL", "", "ünïcødé ✓", " spaced "]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    let id = Uuid::now_v7();
+    let provenance = vec![Uuid::new_v4(), Uuid::new_v4()];
+    let fact = HeldFact {
+        id,
+        origin_fact_id: id,
+        holder: Uuid::new_v4(),
+        category: KnowledgeCategory::NpcGossip,
+        subject_id: None,
+        content: "It's \"odd\"".into(),
+        tags: tags.clone(),
+        confidence: 0.7,
+        importance: 0.6,
+        hop_count: 2,
+        provenance: provenance.clone(),
+        expires_at: None,
+    };
+    let new = NewFact { fact, source: Source::Gossip, source_memory_id: None, speaker_id: Some(provenance[1]) };
+    let mut connection = env.pool.acquire().await.unwrap();
+    let inserted =
+        npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[]).await.unwrap();
+    assert_eq!(inserted, vec![id]);
+    let again = npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[]).await.unwrap();
+    assert!(again.is_empty(), "a duplicate (holder, origin) is not stored twice");
+    let (stored_tags, stored_provenance, content): (Vec<String>, Vec<Uuid>, String) =
+        sqlx::query_as("SELECT tags, provenance, content FROM knowledge_facts WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+    assert_eq!((stored_tags, stored_provenance, content), (tags, provenance, "It's \"odd\"".to_owned()));
+    drop(connection);
+    env.cleanup().await;
+}

@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 use npcmem_core::gossip::contradiction::{Outcome, Revision};
 use npcmem_core::gossip::{Drives, HeldFact, MAX_FACTS_PER_NPC};
 use npcmem_core::wire::KnowledgeCategory;
-use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -41,25 +40,6 @@ pub struct NewFact {
     pub speaker_id: Option<Uuid>,
 }
 
-#[derive(Serialize)]
-struct FactRow<'a> {
-    id: Uuid,
-    npc_id: Uuid,
-    category: &'static str,
-    subject_id: Option<Uuid>,
-    content: &'a str,
-    tags: &'a [String],
-    confidence: f64,
-    importance: f64,
-    source: &'static str,
-    source_memory_id: Option<Uuid>,
-    origin_fact_id: Uuid,
-    hop_count: i32,
-    provenance: &'a [Uuid],
-    speaker_id: Option<Uuid>,
-    expires_at: Option<DateTime<Utc>>,
-}
-
 /// Inserts facts an NPC does not know yet (unique per holder and origin) and, in the same
 /// statement, queues the outbox messages of the facts actually inserted (each message
 /// names its fact), so a duplicate announces nothing and a tick's write is one round
@@ -73,28 +53,25 @@ pub async fn insert_facts(
     if facts.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<FactRow<'_>> = facts
-        .iter()
-        .map(|new| FactRow {
-            id: new.fact.id,
-            npc_id: new.fact.holder,
-            category: new.fact.category.as_str(),
-            subject_id: new.fact.subject_id,
-            content: &new.fact.content,
-            tags: &new.fact.tags,
-            confidence: new.fact.confidence,
-            importance: new.fact.importance,
-            source: new.source.as_str(),
-            source_memory_id: new.source_memory_id,
-            origin_fact_id: new.fact.origin_fact_id,
-            hop_count: new.fact.hop_count,
-            provenance: &new.fact.provenance,
-            speaker_id: new.speaker_id,
-            expires_at: new.fact.expires_at,
-        })
-        .collect();
+    // Typed arrays, one per column (binary, far cheaper to decode than a JSON document);
+    // the ragged columns (tags, provenance) travel as array literals, one per row.
+    let ids: Vec<Uuid> = facts.iter().map(|new| new.fact.id).collect();
+    let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+    let categories: Vec<&str> = facts.iter().map(|new| new.fact.category.as_str()).collect();
+    let subjects: Vec<Option<Uuid>> = facts.iter().map(|new| new.fact.subject_id).collect();
+    let contents: Vec<&str> = facts.iter().map(|new| new.fact.content.as_str()).collect();
+    let tags: Vec<String> = facts.iter().map(|new| array_literal(new.fact.tags.iter())).collect();
+    let confidences: Vec<f64> = facts.iter().map(|new| new.fact.confidence).collect();
+    let importances: Vec<f64> = facts.iter().map(|new| new.fact.importance).collect();
+    let sources: Vec<&str> = facts.iter().map(|new| new.source.as_str()).collect();
+    let memory_ids: Vec<Option<Uuid>> = facts.iter().map(|new| new.source_memory_id).collect();
+    let origins: Vec<Uuid> = facts.iter().map(|new| new.fact.origin_fact_id).collect();
+    let hops: Vec<i32> = facts.iter().map(|new| new.fact.hop_count).collect();
+    let provenances: Vec<String> = facts.iter().map(|new| array_literal(new.fact.provenance.iter())).collect();
+    let speakers: Vec<Option<Uuid>> = facts.iter().map(|new| new.speaker_id).collect();
+    let expiries: Vec<Option<DateTime<Utc>>> = facts.iter().map(|new| new.fact.expires_at).collect();
     let fact_ids: Vec<Uuid> = messages.iter().map(|(fact_id, _)| *fact_id).collect();
-    let subjects: Vec<&str> = messages.iter().map(|(_, m)| m.subject.as_str()).collect();
+    let subjects_out: Vec<&str> = messages.iter().map(|(_, m)| m.subject.as_str()).collect();
     let msg_ids: Vec<Option<&str>> = messages.iter().map(|(_, m)| m.msg_id.as_deref()).collect();
     let payloads: Vec<&[u8]> = messages.iter().map(|(_, m)| m.payload.as_slice()).collect();
     let headers: Vec<String> = messages
@@ -106,32 +83,69 @@ pub async fn insert_facts(
              INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
                                           source, source_memory_id, origin_fact_id, hop_count, provenance,
                                           speaker_id, expires_at)
-             SELECT id, npc_id, category, subject_id, content, tags, confidence, importance, source, source_memory_id,
-                    origin_fact_id, hop_count, provenance, speaker_id, expires_at
-             FROM jsonb_to_recordset($1) AS r(id uuid, npc_id uuid, category text, subject_id uuid, content text,
-                  tags text[], confidence float8, importance float8, source text, source_memory_id uuid,
-                  origin_fact_id uuid, hop_count int4, provenance uuid[], speaker_id uuid, expires_at timestamptz)
+             SELECT id, npc_id, category, subject_id, content, tags::text[], confidence, importance, source,
+                    source_memory_id, origin_fact_id, hop_count, provenance::uuid[], speaker_id, expires_at
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::float8[],
+                         $8::float8[], $9::text[], $10::uuid[], $11::uuid[], $12::int4[], $13::text[], $14::uuid[],
+                         $15::timestamptz[])
+                  AS r(id, npc_id, category, subject_id, content, tags, confidence, importance, source,
+                       source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
              ORDER BY npc_id, origin_fact_id
              ON CONFLICT (npc_id, origin_fact_id) DO NOTHING
              RETURNING id),
          queued AS (
              INSERT INTO outbox (subject, msg_id, payload, headers)
              SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
-             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[]) WITH ORDINALITY
+             FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
                   AS m(fact_id, subject, msg_id, payload, headers, position)
              WHERE m.fact_id IN (SELECT id FROM inserted)
              ORDER BY m.position)
          SELECT id FROM inserted",
     )
-    .bind(sqlx::types::Json(&rows))
-    .bind(&fact_ids)
+    .bind(&ids)
+    .bind(&holders)
+    .bind(&categories)
     .bind(&subjects)
+    .bind(&contents)
+    .bind(&tags)
+    .bind(&confidences)
+    .bind(&importances)
+    .bind(&sources)
+    .bind(&memory_ids)
+    .bind(&origins)
+    .bind(&hops)
+    .bind(&provenances)
+    .bind(&speakers)
+    .bind(&expiries)
+    .bind(&fact_ids)
+    .bind(&subjects_out)
     .bind(&msg_ids)
     .bind(&payloads)
     .bind(&headers)
     .fetch_all(&mut *connection)
     .await?;
     Ok(inserted)
+}
+
+/// A Postgres array literal (`{"a","b \\"c\\""}`) of the items' text: every element
+/// quoted, backslashes and quotes escaped, so any string round-trips.
+fn array_literal<T: ToString>(items: impl Iterator<Item = T>) -> String {
+    let mut literal = String::from("{");
+    for (index, item) in items.enumerate() {
+        if index > 0 {
+            literal.push(',');
+        }
+        literal.push('"');
+        for character in item.to_string().chars() {
+            if character == '"' || character == '\\' {
+                literal.push('\\');
+            }
+            literal.push(character);
+        }
+        literal.push('"');
+    }
+    literal.push('}');
+    literal
 }
 
 /// Keeps each holder at most [`MAX_FACTS_PER_NPC`] facts, dropping the least important
