@@ -1,6 +1,7 @@
 //! Gossip against real NATS and Postgres: the service learns from world messages; the
 //! tests drive ticks through the same `Ticker` the leader runs, so every exchange is
-//! counted exactly.
+//! counted exactly. A tick plans on what the previous tick loaded, so a change made
+//! between ticks shows in the second tick after it.
 
 use std::time::Duration;
 
@@ -86,7 +87,7 @@ async fn a_fact_spreads_along_a_chain_of_rooms_and_stops_below_the_confidence_fl
         env.count("SELECT count(*) FROM npc_locations WHERE room_id = 'bridge'").await == 2
     })
     .await;
-    ticks(&mut ticker, 2).await;
+    ticks(&mut ticker, 3).await;
     assert_eq!(confidence_of(&env, npcs[2], bandits).await, Some(0.7));
     assert_eq!(confidence_of(&env, npcs[2], rumour).await, Some(0.1), "0.2 still spreads once");
     move_npc(&env, npcs[1], "mill").await;
@@ -96,7 +97,7 @@ async fn a_fact_spreads_along_a_chain_of_rooms_and_stops_below_the_confidence_fl
             && env.count("SELECT count(*) FROM npc_locations WHERE room_id = 'mill'").await == 2
     })
     .await;
-    ticks(&mut ticker, 2).await;
+    ticks(&mut ticker, 3).await;
     assert_eq!(confidence_of(&env, npcs[3], bandits).await, Some(0.6));
     assert_eq!(confidence_of(&env, npcs[3], rumour).await, None, "0.1 is below the floor");
     let hops: Vec<i32> =

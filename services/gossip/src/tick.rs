@@ -17,7 +17,7 @@ use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgPool, StoreError, switches};
 use uuid::Uuid;
 
-use crate::learn::{Check, prepare_facts, write_facts};
+use crate::learn::{Check, Stored, prepare_facts, write_facts};
 
 /// What one tick did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -26,7 +26,8 @@ pub struct TickReport {
     pub pairs_tried: usize,
     pub rebuilt_pairs: usize,
     pub duration: Duration,
-    /// Of `duration`: reloading changes, and the commit of the exchanges.
+    /// Of `duration`: loading changes, and the commit of the exchanges (these two run at
+    /// once, so they may add up to more than `duration`).
     pub refresh: Duration,
     pub commit: Duration,
     pub skipped: bool,
@@ -100,23 +101,19 @@ impl Ticker {
         Self { pool, topology, nats, budget, world: World::default(), last_switch_check: None, enabled: true }
     }
 
-    /// Loads what changed since the last refresh: everything on the first one (the leader
-    /// just started), then locations, drives and facts learned or revised since the
-    /// previous refresh's visibility horizon (database time, so late commits and clock
-    /// skew lose nothing; rows seen twice are idempotent).
+    /// Loads what changed since the last refresh and applies it: everything on the first
+    /// one (the leader just started), then locations, drives and facts learned or revised
+    /// since the previous refresh's visibility horizon (database time, so late commits and
+    /// clock skew lose nothing; rows seen twice are idempotent).
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let first = self.world.watermark.is_none();
-        let since = self.world.watermark.unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
-        // Small reads one after the other on one connection: on two cores, three
-        // connections at once were slower (measured, issue 6).
-        let mut connection = self.pool.acquire().await?;
-        let horizon = knowledge::visibility_horizon(&mut connection).await?;
-        let locations = knowledge::load_locations(&mut connection, since).await?;
-        let drives = knowledge::load_drives(&mut connection, since).await?;
-        let changes = knowledge::load_changes(&mut connection, (!first).then_some(since)).await?;
-        drop(connection);
-        self.apply_moves_and_drives(locations, drives);
-        for change in changes {
+        let loaded = load(&self.pool, self.world.watermark).await?;
+        self.apply_loaded(loaded, now);
+        Ok(())
+    }
+
+    fn apply_loaded(&mut self, loaded: Loaded, now: DateTime<Utc>) {
+        self.apply_moves_and_drives(loaded.locations, loaded.drives);
+        for change in loaded.changes {
             if change.superseded {
                 self.note_known(change.fact.holder, change.fact.origin_fact_id);
                 self.forget_fact(change.fact.holder, change.fact.id);
@@ -125,8 +122,7 @@ impl Ticker {
                 self.add_fact(change.fact, now);
             }
         }
-        self.world.watermark = Some(horizon);
-        Ok(())
+        self.world.watermark = Some(loaded.horizon);
     }
 
     fn note_claims(&mut self, fact: &HeldFact) {
@@ -223,9 +219,15 @@ impl Ticker {
         if !self.gossip_enabled().await? {
             return Ok(TickReport { skipped: true, duration: started.elapsed(), ..TickReport::default() });
         }
-        let refresh_started = Instant::now();
-        self.refresh(now).await?;
-        let refresh = refresh_started.elapsed();
+        // A starting leader loads the world before its first plan; after that, each tick
+        // plans on what the previous tick loaded and loads the next changes while its
+        // exchanges commit (a change reaches the plan one tick later).
+        let mut refresh = Duration::ZERO;
+        if self.world.watermark.is_none() {
+            let refresh_started = Instant::now();
+            self.refresh(now).await?;
+            refresh = refresh_started.elapsed();
+        }
         let rebuilt_pairs = if self.world.queue.is_dirty() { self.world.queue.rebuild() } else { 0 };
         let mut exchanges: Vec<(HeldFact, Uuid)> = Vec::new();
         let mut planned: HashSet<(Uuid, Uuid)> = HashSet::new();
@@ -256,11 +258,15 @@ impl Ticker {
         for (speaker, listener) in requeue {
             self.world.queue.requeue(speaker, listener);
         }
-        let commit_started = Instant::now();
-        if !exchanges.is_empty() {
-            self.commit(exchanges, now).await?;
+        let write = self.plan_write(exchanges, now);
+        let (pool, topology, watermark) = (&self.pool, &self.topology, self.world.watermark);
+        let ((loaded, load_time), (stored, commit)) =
+            tokio::try_join!(timed(load(pool, watermark)), timed(write_planned(pool, topology, write)))?;
+        refresh += load_time;
+        self.apply_loaded(loaded, now);
+        if let Some(stored) = stored {
+            self.apply_stored(stored, now).await;
         }
-        let commit = commit_started.elapsed();
         Ok(TickReport {
             exchanges: planned.len(),
             pairs_tried,
@@ -272,7 +278,8 @@ impl Ticker {
         })
     }
 
-    async fn commit(&mut self, exchanges: Vec<(HeldFact, Uuid)>, now: DateTime<Utc>) -> Result<(), StoreError> {
+    /// What committing `exchanges` takes, decided from the leader's memory.
+    fn plan_write(&self, exchanges: Vec<(HeldFact, Uuid)>, now: DateTime<Utc>) -> PlannedWrite {
         let suspects: HashSet<Uuid> =
             exchanges.iter().filter(|(fact, _)| self.may_contradict(fact)).map(|(fact, _)| fact.id).collect();
         let facts: Vec<NewFact> = exchanges
@@ -291,21 +298,11 @@ impl Ticker {
                 self.world.held.get(holder).copied().unwrap_or(0) + 1 >= npcmem_core::gossip::MAX_FACTS_PER_NPC
             })
             .collect();
-        let topology = &self.topology;
-        let secret =
-            |new: &NewFact| new.fact.is_secret().then(|| secret_learned(topology, &new.fact, new.speaker_id, now));
-        let mut connection = self.pool.acquire().await?;
-        let prepared = prepare_facts(&mut connection, facts, Check::Only(&suspects)).await?;
-        // Usually one statement, atomic by itself: the facts and their outbox rows.
-        let stored = if prepared.needs_transaction(&near_cap) {
-            let mut transaction = sqlx::Connection::begin(&mut *connection).await?;
-            let stored = write_facts(&mut transaction, topology, prepared, &near_cap, secret).await?;
-            transaction.commit().await?;
-            stored
-        } else {
-            write_facts(&mut connection, topology, prepared, &near_cap, secret).await?
-        };
-        drop(connection);
+        PlannedWrite { facts, suspects, near_cap, now }
+    }
+
+    /// Takes a committed tick's facts and revisions into memory, then tells the enrichers.
+    async fn apply_stored(&mut self, stored: Stored, now: DateTime<Utc>) {
         let mut listeners = HashSet::new();
         self.apply_revisions(&stored.revisions, now);
         for new in stored.facts {
@@ -320,8 +317,65 @@ impl Ticker {
                 .collect();
             npcmem_bus::publish::invalidate_caches(nats, &self.topology, &messages).await;
         }
-        Ok(())
     }
+}
+
+/// Runs `future` and times it.
+async fn timed<T>(future: impl Future<Output = Result<T, StoreError>>) -> Result<(T, Duration), StoreError> {
+    let started = Instant::now();
+    let output = future.await?;
+    Ok((output, started.elapsed()))
+}
+
+/// What a refresh read: changes since the previous horizon, and the new horizon.
+struct Loaded {
+    horizon: DateTime<Utc>,
+    locations: Vec<(Uuid, String)>,
+    drives: Vec<(Uuid, Drives)>,
+    changes: Vec<knowledge::ChangedFact>,
+}
+
+/// Reads what changed since `watermark` (everything without one). Small reads one after
+/// the other on one connection: on two cores, three connections at once were slower
+/// (measured, issue 6).
+async fn load(pool: &PgPool, watermark: Option<DateTime<Utc>>) -> Result<Loaded, StoreError> {
+    let since = watermark.unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
+    let mut connection = pool.acquire().await?;
+    let horizon = knowledge::visibility_horizon(&mut connection).await?;
+    let locations = knowledge::load_locations(&mut connection, since).await?;
+    let drives = knowledge::load_drives(&mut connection, since).await?;
+    let changes = knowledge::load_changes(&mut connection, watermark.map(|_| since)).await?;
+    Ok(Loaded { horizon, locations, drives, changes })
+}
+
+/// A tick's exchanges, ready to commit.
+struct PlannedWrite {
+    facts: Vec<NewFact>,
+    /// Facts whose claim keys match something their listener holds: checked in Postgres.
+    suspects: HashSet<Uuid>,
+    near_cap: Vec<Uuid>,
+    now: DateTime<Utc>,
+}
+
+/// Commits a tick's exchanges with their outbox rows (nothing to do without exchanges).
+async fn write_planned(pool: &PgPool, topology: &Topology, write: PlannedWrite) -> Result<Option<Stored>, StoreError> {
+    if write.facts.is_empty() {
+        return Ok(None);
+    }
+    let PlannedWrite { facts, suspects, near_cap, now } = write;
+    let secret = |new: &NewFact| new.fact.is_secret().then(|| secret_learned(topology, &new.fact, new.speaker_id, now));
+    let mut connection = pool.acquire().await?;
+    let prepared = prepare_facts(&mut connection, facts, Check::Only(&suspects)).await?;
+    // Usually one statement, atomic by itself: the facts and their outbox rows.
+    let stored = if prepared.needs_transaction(&near_cap) {
+        let mut transaction = sqlx::Connection::begin(&mut *connection).await?;
+        let stored = write_facts(&mut transaction, topology, prepared, &near_cap, secret).await?;
+        transaction.commit().await?;
+        stored
+    } else {
+        write_facts(&mut connection, topology, prepared, &near_cap, secret).await?
+    };
+    Ok(Some(stored))
 }
 
 /// A claim key of one holder's.
