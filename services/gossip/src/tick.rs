@@ -133,6 +133,9 @@ impl Ticker {
 
     /// Whether `fact` may contradict something its holder holds (a claim key matches).
     fn may_contradict(&self, fact: &HeldFact) -> bool {
+        if self.world.claims.is_empty() {
+            return false;
+        }
         contradiction::opposing_keys(fact)
             .into_iter()
             .any(|key| self.world.claims.contains(&holder_key(fact.holder, key)))

@@ -275,10 +275,15 @@ pub fn opposing_keys(fact: &HeldFact) -> Vec<u64> {
 }
 
 fn keys(fact: &HeldFact, opposite: bool) -> Vec<u64> {
+    let scopes = topic_scopes(fact);
+    if scopes.is_empty() {
+        // About nothing in particular (no subject, no topic tag): it can contradict nothing.
+        return Vec::new();
+    }
     let stances = stances(fact);
     let (mirror_words, parity) = mirror_form(fact);
     let mut out = Vec::new();
-    for scope in topic_scopes(fact) {
+    for scope in scopes {
         for (aspect, side) in &stances {
             let side = if opposite { -side } else { *side };
             out.push(key(scope, &|hasher| (0u8, aspect, side).hash(hasher)));
