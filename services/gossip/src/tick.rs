@@ -34,6 +34,7 @@ pub struct TickReport {
 }
 
 /// The leader's view of the world.
+#[derive(Default)]
 pub struct World {
     pub queue: GossipQueue,
     facts: HashMap<Uuid, Vec<HeldFact>>,
@@ -72,19 +73,6 @@ impl World {
     }
 }
 
-impl Default for World {
-    fn default() -> Self {
-        Self {
-            queue: GossipQueue::default(),
-            facts: HashMap::new(),
-            known: HashSet::new(),
-            held: HashMap::new(),
-            drives: HashMap::new(),
-            claims: HashSet::new(),
-            watermark: None,
-        }
-    }
-}
 
 pub struct Ticker {
     pub pool: PgPool,
