@@ -21,24 +21,24 @@ use uuid::Uuid;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// What one command left: its exit code, its output, and the error message it printed.
-struct Outcome {
-    code: u8,
-    stdout: String,
-    error: String,
+pub(crate) struct Outcome {
+    pub code: u8,
+    pub stdout: String,
+    pub error: String,
 }
 
 impl Outcome {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {}", self.stdout))
     }
 
-    fn assert_ok(&self) -> &Self {
+    pub fn assert_ok(&self) -> &Self {
         assert_eq!(self.code, exit_code::OK, "stdout: {}\nerror: {}", self.stdout, self.error);
         self
     }
 }
 
-async fn npcmem_with(common_args: Vec<String>, args: &[&str]) -> Outcome {
+pub(crate) async fn npcmem_with(common_args: Vec<String>, args: &[&str]) -> Outcome {
     let mut argv = vec!["npcmem".to_string()];
     argv.extend(common_args);
     argv.extend(["--actor".to_string(), "test-admin".to_string(), "--connect-timeout-secs".into(), "2".into()]);
@@ -52,7 +52,7 @@ async fn npcmem_with(common_args: Vec<String>, args: &[&str]) -> Outcome {
     }
 }
 
-async fn npcmem(env: &TestEnv, args: &[&str]) -> Outcome {
+pub(crate) async fn npcmem(env: &TestEnv, args: &[&str]) -> Outcome {
     npcmem_with(env.common_args(), args).await
 }
 

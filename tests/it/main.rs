@@ -2,6 +2,7 @@
 //! prefixes of its own per test.
 
 mod cli;
+mod cli_privacy;
 mod consolidate;
 mod enrich;
 mod extract;

@@ -1,5 +1,6 @@
 //! `npcmem`: the operator's command (DESIGN §5, docs/cli.md): inspect, clear, inject,
-//! audit, stats, lock/unlock, dead letters, factions, maintenance jobs and benchmarks.
+//! audit, stats, lock/unlock, privacy (opt-out, forget-player), export/import, dead
+//! letters, factions, maintenance jobs, the demo and benchmarks.
 //!
 //! A library with a thin `main.rs`, so tests run commands in-process through [`run`] and
 //! read what an operator would see. Every command that changes data records itself in
@@ -16,9 +17,11 @@ mod error;
 mod factions;
 mod inspect;
 mod memory_admin;
+mod privacy;
 mod sample;
 mod stats;
 mod table;
+mod transfer;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -106,6 +109,22 @@ enum Command {
         #[command(subcommand)]
         action: dlq::DlqCommand,
     },
+    /// Stop recording a player's conversations (seed open question 2).
+    OptOut {
+        /// The player's id.
+        player_id: Uuid,
+    },
+    /// Record a player's conversations again after an opt-out.
+    OptIn {
+        /// The player's id.
+        player_id: Uuid,
+    },
+    /// Remove every row about a player (the right to be forgotten); needs --yes.
+    ForgetPlayer(privacy::ForgetArgs),
+    /// Write whole NPCs or the world as JSON lines.
+    Export(transfer::ExportArgs),
+    /// Load a file written by `export` (idempotent: the same file twice changes nothing).
+    Import(transfer::ImportArgs),
     /// Drive the running services and report throughput against a raw baseline.
     Bench {
         #[command(subcommand)]
@@ -158,6 +177,11 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Stats(args) => stats::run(&context, args, out).await,
         Command::History(args) => memory_admin::history(&context, args, out).await,
         Command::Dlq { action } => dlq::run(&context, action, out).await,
+        Command::OptOut { player_id } => privacy::set_opt_out(&context, player_id, true, out).await,
+        Command::OptIn { player_id } => privacy::set_opt_out(&context, player_id, false, out).await,
+        Command::ForgetPlayer(args) => privacy::forget(&context, args, out).await,
+        Command::Export(args) => transfer::export(&context, args, out).await,
+        Command::Import(args) => transfer::import(&context, args, out).await,
         Command::Factions { action } => factions::run(&context, action, out).await,
         Command::Consolidate { action } => consolidate::run(&context, action, out).await,
         Command::Bench { scenario } => {

@@ -73,7 +73,6 @@ impl World {
     }
 }
 
-
 pub struct Ticker {
     pub pool: PgPool,
     pub topology: Topology,

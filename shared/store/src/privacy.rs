@@ -141,7 +141,13 @@ pub async fn forget_player(
         // Events and signals not yet published that name the player (by id, as text).
         ("outbox", "DELETE FROM outbox WHERE position(convert_to($1::text, 'UTF8') IN payload) > 0"),
     ];
-    for (table, statement) in DELETES {
+    // The admin log keeps what was done, not to whom: the player's id becomes "forgotten".
+    const SCRUBS: &[(&str, &str)] = &[(
+        "admin_actions (id scrubbed)",
+        "UPDATE admin_actions SET details = replace(details::text, $1::text, 'forgotten')::jsonb
+         WHERE strpos(details::text, $1::text) > 0",
+    )];
+    for (table, statement) in DELETES.iter().chain(SCRUBS) {
         let removed = sqlx::query(*statement).bind(player_id).execute(&mut *connection).await?.rows_affected();
         report.push((table, removed));
     }

@@ -1,0 +1,296 @@
+//! `npcmem forget-player`, `opt-out` / `opt-in` and `export` / `import` against the real
+//! pipeline: rows that a user could find afterwards, in every table.
+
+use std::time::Duration;
+
+use npcmem_bus::StreamKind;
+use npcmem_cli::exit_code;
+use npcmem_tests::fixtures::{self, Pair};
+use npcmem_tests::{TestEnv, wait_until};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::cli::npcmem;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn publish_conversation(env: &TestEnv, document: &Value) {
+    // A fresh Nats-Msg-Id each time: a republished conversation is not stopped by JetStream.
+    let msg_id = Uuid::new_v4().to_string();
+    env.publish(&env.subject("conversation.ended"), fixtures::bytes(document), Some(&msg_id)).await;
+}
+
+fn threat_conversation(conversation_id: Uuid, pair: &Pair) -> Value {
+    fixtures::conversation(
+        conversation_id,
+        pair,
+        &["Give me your gold or I will kill you.", "Guards! Help!", "You will regret this.", "Leave my forge."],
+    )
+}
+
+/// Every table of the public schema with the number of its rows whose text mentions `needle`.
+async fn rows_mentioning(env: &TestEnv, needle: Uuid) -> Vec<(String, i64)> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY table_name",
+    )
+    .fetch_all(&env.pool)
+    .await
+    .unwrap();
+    let mut found = Vec::new();
+    for table in tables {
+        let statement = format!("SELECT count(*) FROM \"{table}\" AS t WHERE strpos(t::text, $1) > 0");
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
+            .bind(needle.to_string())
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+        found.push((table, count));
+    }
+    found
+}
+
+async fn count_for(env: &TestEnv, sql: &'static str, player: Uuid) -> i64 {
+    sqlx::query_scalar(sql).bind(player).fetch_one(&env.pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings_nothing_back() {
+    let env = TestEnv::new().await;
+    let services = [
+        env.spawn_ingest(&[]),
+        env.spawn_extract(&[]),
+        env.spawn_relate(&[]),
+        env.spawn_gossip(&["--gossip-tick-ms", "3600000"]),
+    ];
+    let pair = Pair::new();
+    let bystander = Pair { npc_id: pair.npc_id, player_id: Uuid::new_v4() };
+    let trade = fixtures::trade_conversation(Uuid::new_v4(), &pair);
+    publish_conversation(&env, &trade).await;
+    publish_conversation(&env, &threat_conversation(Uuid::new_v4(), &pair)).await;
+    publish_conversation(&env, &fixtures::trade_conversation(Uuid::new_v4(), &bystander)).await;
+    // Knowledge about the player, held by the NPC, and a dead letter that names them.
+    env.publish(
+        &env.subject("world.fact"),
+        fixtures::bytes(&json!({"fact_id": Uuid::new_v4(), "npc_ids": [pair.npc_id], "subject_id": pair.player_id,
+            "category": "player_trait", "content": "Aria threatens smiths", "importance": 0.8})),
+        None,
+    )
+    .await;
+    env.publish(
+        &env.subject("conversation.ended"),
+        format!("{{\"player_id\":\"{}\",\"broken\":", pair.player_id).into_bytes(),
+        None,
+    )
+    .await;
+    wait_until(WAIT, "the player's pipeline output", || async {
+        count_for(&env, "SELECT count(*) FROM relationships WHERE player_id = $1", pair.player_id).await == 1
+            && count_for(&env, "SELECT count(*) FROM applied_conversations WHERE player_id = $1", pair.player_id).await
+                == 2
+            && count_for(&env, "SELECT count(*) FROM knowledge_facts WHERE subject_id = $1", pair.player_id).await >= 1
+            && count_for(&env, "SELECT count(*) FROM relationships WHERE player_id = $1", bystander.player_id).await
+                == 1
+            && !env.stream_messages(StreamKind::Dlq).await.is_empty()
+    })
+    .await;
+    npcmem(&env, &["inject", &pair.npc_id.to_string(), &pair.player_id.to_string(), "--content", "Owes me a favour"])
+        .await
+        .assert_ok();
+    let bystander_memories =
+        count_for(&env, "SELECT count(*) FROM memories WHERE player_id = $1", bystander.player_id).await;
+    let before = rows_mentioning(&env, pair.player_id).await;
+    for table in ["memories", "working_memory", "relationships", "conversations", "knowledge_facts", "admin_actions"] {
+        assert!(before.iter().any(|(t, n)| t == table && *n > 0), "{table} mentions the player before: {before:?}");
+    }
+
+    let refused = npcmem(&env, &["forget-player", &pair.player_id.to_string()]).await;
+    assert_eq!(refused.code, exit_code::BAD_INPUT, "needs --yes: {}", refused.error);
+    let forgot = npcmem(&env, &["forget-player", &pair.player_id.to_string(), "--yes"]).await;
+    forgot.assert_ok();
+    assert!(forgot.stdout.contains("memories") && forgot.stdout.contains("dead letters"), "{}", forgot.stdout);
+
+    let after = rows_mentioning(&env, pair.player_id).await;
+    for (table, count) in &after {
+        let allowed = match table.as_str() {
+            "conversations" => 2, // the tombstones
+            "player_privacy" => 1,
+            _ => 0,
+        };
+        assert_eq!(*count, allowed, "{table} still mentions the player: {after:?}");
+    }
+    let tombstones: Vec<(String, Value, String)> =
+        sqlx::query_as("SELECT state, transcript, player_name FROM conversations WHERE player_id = $1")
+            .bind(pair.player_id)
+            .fetch_all(&env.pool)
+            .await
+            .unwrap();
+    assert!(
+        tombstones
+            .iter()
+            .all(|(state, transcript, name)| state == "forgotten" && transcript == &json!([]) && name.is_empty())
+    );
+    let letters = env.stream_messages(StreamKind::Dlq).await;
+    let needle = pair.player_id.to_string();
+    assert!(
+        letters.iter().all(|m| !String::from_utf8_lossy(&m.payload).contains(&needle)),
+        "no dead letter names the player"
+    );
+    assert_eq!(
+        count_for(&env, "SELECT count(*) FROM memories WHERE player_id = $1", bystander.player_id).await,
+        bystander_memories,
+        "another player's memories stay"
+    );
+
+    // The same conversation again (a redelivery or a replay): nothing comes back.
+    publish_conversation(&env, &trade).await;
+    let later = fixtures::trade_conversation(Uuid::new_v4(), &bystander);
+    publish_conversation(&env, &later).await;
+    wait_until(WAIT, "the conversation published after the replay is processed", || async {
+        count_for(&env, "SELECT count(*) FROM memories WHERE player_id = $1", bystander.player_id).await
+            > bystander_memories
+    })
+    .await;
+    let again = rows_mentioning(&env, pair.player_id).await;
+    assert_eq!(again, after, "the replayed conversation restored nothing");
+    let (actor, details): (String, Value) =
+        sqlx::query_as("SELECT actor, details FROM admin_actions WHERE action = 'forget-player'")
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(actor, "test-admin");
+    assert!(details["removed"]["memories"].as_u64().unwrap() >= 2, "{details}");
+    for service in services {
+        service.stop().await;
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn opt_out_stops_recording_and_opt_in_resumes() {
+    let env = TestEnv::new().await;
+    let ingest = env.spawn_ingest(&[]);
+    let pair = Pair::new();
+    npcmem(&env, &["opt-out", &pair.player_id.to_string()]).await.assert_ok();
+    publish_conversation(&env, &fixtures::trade_conversation(Uuid::new_v4(), &pair)).await;
+    wait_until(WAIT, "the conversation is refused", || async {
+        env.count("SELECT count(*) FROM conversations WHERE state = 'skipped'").await == 1
+    })
+    .await;
+    assert_eq!(env.count("SELECT count(*) FROM working_memory").await, 0);
+    npcmem(&env, &["opt-in", &pair.player_id.to_string()]).await.assert_ok();
+    publish_conversation(&env, &fixtures::trade_conversation(Uuid::new_v4(), &pair)).await;
+    wait_until(WAIT, "the next conversation is recorded", || async {
+        env.count("SELECT count(*) FROM conversations WHERE state <> 'skipped'").await == 1
+    })
+    .await;
+    let actions: Vec<String> =
+        sqlx::query_scalar("SELECT action FROM admin_actions ORDER BY id").fetch_all(&env.pool).await.unwrap();
+    assert_eq!(actions, vec!["opt-out", "opt-in"]);
+    ingest.stop().await;
+    env.cleanup().await;
+}
+
+/// Every exported table's rows, as Postgres renders them, in key order.
+async fn snapshot(env: &TestEnv) -> Vec<(String, Vec<Value>)> {
+    let mut tables = Vec::new();
+    for table in npcmem_store::export::TABLES {
+        let statement = format!("SELECT to_jsonb(t) FROM {} AS t ORDER BY t::text", table.name);
+        let rows: Vec<Value> = sqlx::query_scalar(sqlx::AssertSqlSafe(statement)).fetch_all(&env.pool).await.unwrap();
+        tables.push((table.name.to_string(), rows));
+    }
+    tables
+}
+
+#[tokio::test]
+async fn export_then_import_into_a_fresh_database_reproduces_the_rows_and_twice_changes_nothing() {
+    let source = TestEnv::new().await;
+    let services = [
+        source.spawn_ingest(&[]),
+        source.spawn_extract(&[]),
+        source.spawn_relate(&[]),
+        source.spawn_gossip(&["--gossip-tick-ms", "3600000"]),
+    ];
+    let pair = Pair::new();
+    let other = Pair::new();
+    publish_conversation(&source, &fixtures::trade_conversation(Uuid::new_v4(), &pair)).await;
+    publish_conversation(&source, &threat_conversation(Uuid::new_v4(), &pair)).await;
+    publish_conversation(&source, &fixtures::trade_conversation(Uuid::new_v4(), &other)).await;
+    source
+        .publish(
+            &source.subject("world.fact"),
+            fixtures::bytes(&json!({"fact_id": Uuid::new_v4(), "npc_ids": [pair.npc_id, other.npc_id],
+                "category": "world_event", "content": "The mill burned", "tags": ["mill"], "importance": 0.7})),
+            None,
+        )
+        .await;
+    source
+        .publish(
+            &source.subject("world.npc_profile"),
+            fixtures::bytes(&json!({"npc_id": pair.npc_id, "name": "Brom", "factions": ["smiths_guild"],
+                "drives": {"social": 0.9}})),
+            None,
+        )
+        .await;
+    wait_until(WAIT, "the pipeline output", || async {
+        source.count("SELECT count(*) FROM applied_conversations").await == 3
+            && source.count("SELECT count(*) FROM knowledge_facts WHERE source = 'authored'").await == 2
+            && source.count("SELECT count(*) FROM npc_profiles").await == 1
+    })
+    .await;
+    for service in services {
+        service.stop().await;
+    }
+    let directory = std::env::temp_dir().join(format!("npcmem-export-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let world_file = directory.join("world.jsonl");
+    let world_path = world_file.to_str().unwrap();
+    npcmem(&source, &["export", "--output", world_path]).await.assert_ok();
+
+    let target = TestEnv::new().await;
+    let imported = npcmem(&target, &["import", world_path]).await;
+    imported.assert_ok();
+    let expected = snapshot(&source).await;
+    assert!(expected.iter().filter(|(_, rows)| !rows.is_empty()).count() >= 8, "a rich world: {expected:?}");
+    assert_eq!(snapshot(&target).await, expected, "the imported rows equal the exported ones");
+    let twice = npcmem(&target, &["import", world_path]).await;
+    twice.assert_ok();
+    assert_eq!(snapshot(&target).await, expected, "the same file twice changes nothing");
+    let inserted_twice: Value = sqlx::query_scalar(
+        "SELECT details -> 'inserted' FROM admin_actions WHERE action = 'import' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&target.pool)
+    .await
+    .unwrap();
+    assert!(inserted_twice.as_object().unwrap().values().all(|n| n == 0), "{inserted_twice}");
+
+    // One NPC's export holds that NPC's rows only.
+    let npc_file = directory.join("npc.jsonl");
+    npcmem(&source, &["export", "--npc", &other.npc_id.to_string(), "--output", npc_file.to_str().unwrap()])
+        .await
+        .assert_ok();
+    let text = std::fs::read_to_string(&npc_file).unwrap();
+    let mut lines = text.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["scope"], "npcs");
+    let rows: Vec<Value> = lines.map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|line| line["row"]["npc_id"] == json!(other.npc_id)), "only the NPC's rows");
+
+    // A truncated file is refused as a whole and changes nothing.
+    let fresh = TestEnv::new().await;
+    let whole = std::fs::read_to_string(&world_file).unwrap();
+    let cut: Vec<&str> = whole.lines().collect();
+    let truncated = directory.join("truncated.jsonl");
+    std::fs::write(&truncated, cut[..cut.len() - 1].join("\n")).unwrap();
+    let refused = npcmem(&fresh, &["import", truncated.to_str().unwrap()]).await;
+    assert_eq!(refused.code, exit_code::BAD_INPUT, "{}", refused.error);
+    assert!(refused.error.contains("truncated"), "{}", refused.error);
+    assert_eq!(fresh.count("SELECT count(*) FROM memories").await, 0);
+    let garbage = directory.join("garbage.jsonl");
+    std::fs::write(&garbage, "hello\n").unwrap();
+    assert_eq!(npcmem(&fresh, &["import", garbage.to_str().unwrap()]).await.code, exit_code::BAD_INPUT);
+    std::fs::remove_dir_all(&directory).unwrap();
+    source.cleanup().await;
+    target.cleanup().await;
+    fresh.cleanup().await;
+}
