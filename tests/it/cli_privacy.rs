@@ -294,3 +294,31 @@ async fn export_then_import_into_a_fresh_database_reproduces_the_rows_and_twice_
     target.cleanup().await;
     fresh.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_demo_plays_its_scene_through_the_services_and_shows_the_npc_remember() {
+    let env = TestEnv::new().await;
+    let services = [
+        env.spawn_ingest(&[]),
+        env.spawn_extract(&[]),
+        env.spawn_relate(&[]),
+        env.spawn_gossip(&["--gossip-tick-ms", "300", "--gossip-budget", "10"]),
+        env.spawn_enrich(&[]),
+    ];
+    // As after deploy/local/up: the services answer before the demo starts.
+    env.request_json("query.relationship", &json!({"npc_id": Uuid::new_v4(), "player_id": Uuid::new_v4()})).await;
+    let demo = npcmem(&env, &["demo", "--timeout-secs", "50"]).await;
+    demo.assert_ok();
+    let output = &demo.stdout;
+    let (before, after) = output.split_once("=== Brom's prompt after the scene ===").expect("both prompts printed");
+    assert!(before.contains("reputation: stranger"), "{output}");
+    let after_reputation = after.lines().find(|line| line.starts_with("reputation:")).unwrap();
+    assert!(!after_reputation.contains("stranger"), "the reputation changed: {after_reputation}");
+    assert!(after.to_lowercase().contains("sword"), "the remembered trade reaches the prompt: {after}");
+    assert!(output.contains("threatened me") && output.contains("heard through gossip"), "the news: {output}");
+    assert!(output.contains("relationship_changed") || output.contains("memory_milestone"), "signals: {output}");
+    for service in services {
+        service.stop().await;
+    }
+    env.cleanup().await;
+}

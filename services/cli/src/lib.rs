@@ -12,6 +12,7 @@ mod audit;
 mod bench;
 mod connect;
 mod consolidate;
+mod demo;
 mod dlq;
 mod error;
 mod factions;
@@ -125,6 +126,8 @@ enum Command {
     Export(transfer::ExportArgs),
     /// Load a file written by `export` (idempotent: the same file twice changes nothing).
     Import(transfer::ImportArgs),
+    /// Play a scripted scene through the running system and show the NPC remember.
+    Demo(demo::DemoArgs),
     /// Drive the running services and report throughput against a raw baseline.
     Bench {
         #[command(subcommand)]
@@ -181,6 +184,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::OptIn { player_id } => privacy::set_opt_out(&context, player_id, false, out).await,
         Command::ForgetPlayer(args) => privacy::forget(&context, args, out).await,
         Command::Export(args) => transfer::export(&context, args, out).await,
+        Command::Demo(args) => demo::run(&context, args, out).await,
         Command::Import(args) => transfer::import(&context, args, out).await,
         Command::Factions { action } => factions::run(&context, action, out).await,
         Command::Consolidate { action } => consolidate::run(&context, action, out).await,
