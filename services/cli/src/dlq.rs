@@ -497,6 +497,27 @@ pub async fn depth(bus: &Bus) -> Result<Depth, CliError> {
     Ok(Depth { stream: name, stream_exists: true, messages, bytes, by_consumer })
 }
 
+/// Deletes every dead letter whose body or headers contain `needle` (forget-player: the
+/// dead letters that mention a player); returns how many.
+pub(crate) async fn delete_mentioning(bus: &Bus, needle: &str) -> Result<u64, CliError> {
+    let stream = dlq_stream(bus).await?;
+    let needle_bytes = needle.as_bytes();
+    let mut deleted = 0;
+    for message in letters(&stream, &bus.topology.subject("dlq.>"), u64::MAX).await? {
+        let in_body = message.payload.windows(needle_bytes.len()).any(|window| window == needle_bytes);
+        let in_headers =
+            message.headers.iter().any(|(_, values)| values.iter().any(|value| value.as_str().contains(needle)));
+        if in_body || in_headers {
+            stream
+                .delete_message(message.sequence)
+                .await
+                .map_err(|error| CliError::failed("cannot delete a dead letter", error))?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,25 +561,4 @@ mod tests {
         assert_eq!(headers.get(HEADER_REASON), None);
         assert_eq!(headers.get(HEADER_REPLAYED_FROM).map(|v| v.as_str()), Some("42"));
     }
-}
-
-/// Deletes every dead letter whose body or headers contain `needle` (forget-player: the
-/// dead letters that mention a player); returns how many.
-pub(crate) async fn delete_mentioning(bus: &Bus, needle: &str) -> Result<u64, CliError> {
-    let stream = dlq_stream(bus).await?;
-    let needle_bytes = needle.as_bytes();
-    let mut deleted = 0;
-    for message in letters(&stream, &bus.topology.subject("dlq.>"), u64::MAX).await? {
-        let in_body = message.payload.windows(needle_bytes.len()).any(|window| window == needle_bytes);
-        let in_headers =
-            message.headers.iter().any(|(_, values)| values.iter().any(|value| value.as_str().contains(needle)));
-        if in_body || in_headers {
-            stream
-                .delete_message(message.sequence)
-                .await
-                .map_err(|error| CliError::failed("cannot delete a dead letter", error))?;
-            deleted += 1;
-        }
-    }
-    Ok(deleted)
 }

@@ -95,7 +95,7 @@ pub async fn export(context: &Context, args: ExportArgs, out: &mut dyn Write) ->
     let tables: Vec<&export::Table> = TABLES.iter().filter(|table| table.in_scope(&scope)).collect();
     let mut counts = BTreeMap::new();
     for table in &tables {
-        counts.insert(table.name, table.count(&mut *connection, &scope).await?);
+        counts.insert(table.name, table.count(&mut connection, &scope).await?);
     }
     let total: i64 = counts.values().sum();
     let mut file_writer;
@@ -118,7 +118,7 @@ pub async fn export(context: &Context, args: ExportArgs, out: &mut dyn Write) ->
     writeln!(writer, "{header}")?;
     let mut progress = Progress::new("export", total as u64, args.progress);
     for table in &tables {
-        let mut rows = table.rows(&mut *connection, &scope);
+        let mut rows = table.rows(&mut connection, &scope);
         while let Some(row) = rows.next().await {
             // The row is already JSON text from Postgres; splice it in rather than re-encode.
             writeln!(writer, "{{\"table\":\"{}\",\"row\":{}}}", table.name, row?)?;
