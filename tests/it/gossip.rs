@@ -52,13 +52,19 @@ async fn wait_rows(env: &TestEnv, what: &str, sql: &'static str, expected: i64) 
     wait_until(WAIT, what, || async { env.count(sql).await == expected }).await;
 }
 
-fn ticker(env: &TestEnv, budget: usize) -> Ticker {
-    Ticker::new(env.pool.clone(), env.topology.clone(), None, budget)
+/// A leader as the service runs it: listening for world changes.
+async fn ticker(env: &TestEnv, budget: usize) -> Ticker {
+    let mut ticker = Ticker::new(env.pool.clone(), env.topology.clone(), None, budget);
+    ticker.watch_changes().await.expect("the leader listens for world changes");
+    ticker
 }
 
+/// Ticks paced like the service's (far shorter than its one second): a change's
+/// notification reaches the leader's listener between two ticks.
 async fn ticks(ticker: &mut Ticker, count: usize) -> usize {
     let mut exchanges = 0;
     for _ in 0..count {
+        tokio::time::sleep(Duration::from_millis(50)).await;
         exchanges += ticker.tick().await.expect("the tick commits").exchanges;
     }
     exchanges
@@ -75,7 +81,7 @@ async fn a_fact_spreads_along_a_chain_of_rooms_and_stops_below_the_confidence_fl
     let rumour = author(&env, &npcs[..1], "The miller hides gold", 0.8, 0.3, &[]).await;
     wait_rows(&env, "facts and locations recorded", "SELECT count(*) FROM knowledge_facts", 2).await;
     wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
-    let mut ticker = ticker(&env, 10);
+    let mut ticker = ticker(&env, 10).await;
     ticks(&mut ticker, 2).await;
     assert_eq!(confidence_of(&env, npcs[1], bandits).await, Some(0.8));
     assert_eq!(confidence_of(&env, npcs[1], rumour).await, Some(0.2), "0.3 − 0.1");
@@ -123,7 +129,7 @@ async fn a_triangle_never_loops_nobody_learns_twice_trivia_stays_and_the_budget_
     let trivia = author(&env, &npcs[..1], "The ale is watery", 0.4, 1.0, &[]).await;
     wait_rows(&env, "facts", "SELECT count(*) FROM knowledge_facts", 2).await;
     wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 12).await;
-    let mut ticker = ticker(&env, 2);
+    let mut ticker = ticker(&env, 2).await;
     let mut before = env.count("SELECT count(*) FROM knowledge_facts").await;
     for _ in 0..20 {
         let report = ticker.tick().await.unwrap();
@@ -197,7 +203,7 @@ async fn a_fearful_speaker_warns_first_a_secret_signals_once_and_expired_facts_s
     wait_rows(&env, "profile", "SELECT count(*) FROM npc_profiles", 1).await;
     wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    let mut ticker = ticker(&env, 1);
+    let mut ticker = ticker(&env, 1).await;
     ticker.tick().await.unwrap();
     let first: String = sqlx::query_scalar("SELECT content FROM knowledge_facts WHERE npc_id = $1")
         .bind(merchant)
@@ -258,13 +264,13 @@ async fn a_restart_mid_spread_loses_and_duplicates_nothing() {
     let news = author(&env, &firsts, "The dragon woke", 0.9, 1.0, &[]).await;
     wait_rows(&env, "facts", "SELECT count(*) FROM knowledge_facts", 3).await;
     wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 30).await;
-    let mut first = ticker(&env, 4);
+    let mut first = ticker(&env, 4).await;
     ticks(&mut first, 3).await;
     let midway = env.count("SELECT count(*) FROM knowledge_facts").await;
     assert!(midway > 3 && midway < 30, "under way: {midway}");
     drop(first);
     // A new leader loads the world from Postgres and carries on.
-    let mut second = ticker(&env, 4);
+    let mut second = ticker(&env, 4).await;
     ticks(&mut second, 20).await;
     let holders: i64 =
         sqlx::query_scalar("SELECT count(DISTINCT npc_id) FROM knowledge_facts WHERE origin_fact_id = $1")
@@ -347,7 +353,7 @@ async fn contradicting_facts_supersede_or_doubt_keep_both_and_superseded_ones_st
     .await;
     move_and_wait(&env, &[(anna, "inn"), (bram, "inn"), (cole, "square"), (dora, "well")]).await;
     wait_rows(&env, "facts", "SELECT count(*) FROM knowledge_facts", 2).await;
-    let mut ticker = ticker(&env, 10);
+    let mut ticker = ticker(&env, 10).await;
     ticks(&mut ticker, 2).await;
 
     // Bram hears the honest account at 0.9 ≥ his 0.8: his belief is superseded, kept.
@@ -443,8 +449,10 @@ async fn the_leader_misses_neither_a_late_commit_nor_a_move_stamped_long_ago() {
     let gossip = spawn(&env);
     let (teller, listener, latecomer) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     move_and_wait(&env, &[(teller, "barn"), (listener, "barn")]).await;
-    let mut ticker = ticker(&env, 10);
+    let mut ticker = ticker(&env, 10).await;
     ticks(&mut ticker, 1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!ticker.tick().await.unwrap().reloaded, "nothing changed: the tick reads nothing");
     // A writer whose transaction started before the leader's next refresh and commits after it.
     let late = Uuid::new_v4();
     let mut transaction = env.pool.begin().await.unwrap();
@@ -457,9 +465,13 @@ async fn the_leader_misses_neither_a_late_commit_nor_a_move_stamped_long_ago() {
     .execute(&mut *transaction)
     .await
     .unwrap();
-    ticks(&mut ticker, 2).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!ticker.tick().await.unwrap().reloaded, "an uncommitted fact notifies nobody yet");
+    ticks(&mut ticker, 1).await;
     transaction.commit().await.unwrap();
-    ticks(&mut ticker, 2).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(ticker.tick().await.unwrap().reloaded, "the commit's notification makes the next tick reload");
+    ticks(&mut ticker, 1).await;
     assert_eq!(confidence_of(&env, listener, late).await, Some(0.9), "the late commit was loaded and spread");
     // A move the game stamped an hour ago, recorded only now (a consumer catching up).
     world(

@@ -12,7 +12,7 @@ use npcmem_core::gossip::{Drives, HeldFact};
 use npcmem_core::memory::SafetyFlag;
 use npcmem_core::validate::decode_message;
 use npcmem_core::wire::{
-    KnowledgeCategory, KnowledgeLearned, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, WorldFact,
+    KnowledgeCategory, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, WorldFact,
 };
 use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::knowledge::{self, NewFact, Profile, Source};
@@ -96,23 +96,27 @@ impl Prepared {
 /// doubt is stored as uncertain. Reads only.
 pub async fn prepare_facts(
     connection: &mut PgConnection,
-    mut facts: Vec<NewFact>,
+    facts: Vec<NewFact>,
     check: Check<'_>,
 ) -> Result<Prepared, StoreError> {
-    let mut revised: Vec<HeldFact> = facts.iter().map(|new| new.fact.clone()).collect();
     let to_check: Vec<HeldFact> = match check {
-        Check::Every => revised.clone(),
-        Check::Only(ids) => revised.iter().filter(|fact| ids.contains(&fact.id)).cloned().collect(),
+        Check::Every => facts.iter().map(|new| new.fact.clone()).collect(),
+        Check::Only(ids) => facts.iter().filter(|new| ids.contains(&new.fact.id)).map(|new| new.fact.clone()).collect(),
     };
     let held = if to_check.is_empty() {
         Vec::new()
     } else {
         knowledge::contradiction_candidates(connection, &to_check, Utc::now()).await?
     };
+    // The facts move out, are revised and move back, uncloned.
+    let (mut revised, how): (Vec<HeldFact>, Vec<_>) =
+        facts.into_iter().map(|new| (new.fact, (new.source, new.source_memory_id, new.speaker_id))).unzip();
     let revisions = revise_batch(&mut revised, held);
-    for (new, fact) in facts.iter_mut().zip(revised) {
-        new.fact = fact;
-    }
+    let facts = revised
+        .into_iter()
+        .zip(how)
+        .map(|(fact, (source, source_memory_id, speaker_id))| NewFact { fact, source, source_memory_id, speaker_id })
+        .collect();
     Ok(Prepared { facts, revisions })
 }
 
@@ -129,8 +133,9 @@ pub async fn write_facts(
 ) -> Result<Stored, StoreError> {
     let Prepared { facts, revisions } = prepared;
     let mut messages = Vec::with_capacity(facts.len());
+    let subject = topology.event("knowledge.learned");
     for new in &facts {
-        messages.push((new.fact.id, learned_event(topology, new, &revisions)));
+        messages.push((new.fact.id, learned_message(subject.clone(), new, &revisions)));
         if let Some(message) = extra(new) {
             messages.push((new.fact.id, message));
         }
@@ -160,37 +165,88 @@ pub async fn store_facts(
 
 /// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.
 pub fn learned_event(topology: &Topology, new: &NewFact, revisions: &[Revision]) -> OutboxMessage {
+    learned_message(topology.event("knowledge.learned"), new, revisions)
+}
+
+/// [`learned_event`] on a subject computed once per batch.
+fn learned_message(subject: String, new: &NewFact, revisions: &[Revision]) -> OutboxMessage {
     let fact = &new.fact;
-    let contradicted: Vec<serde_json::Value> = revisions
+    let contradicted: Vec<Contradicted> = revisions
         .iter()
         .filter(|revision| revision.by == fact.id)
-        .map(|revision| {
-            let confidence = match revision.outcome {
+        .map(|revision| Contradicted {
+            fact_id: revision.fact_id,
+            outcome: revision.outcome.as_str(),
+            confidence: match revision.outcome {
                 Outcome::Doubted { confidence } => Some(confidence),
                 Outcome::Superseded => None,
-            };
-            serde_json::json!({"fact_id": revision.fact_id, "outcome": revision.outcome.as_str(), "confidence": confidence})
+            },
         })
         .collect();
-    let event = KnowledgeLearned {
+    let event = LearnedOut {
         schema_version: SCHEMA_VERSION,
         event_id: fact.id,
         npc_id: fact.holder,
-        fact: serde_json::json!({
-            "id": fact.id, "origin_fact_id": fact.origin_fact_id, "category": fact.category.as_str(),
-            "subject_id": fact.subject_id, "content": fact.content, "tags": fact.tags,
-            "confidence": fact.confidence, "importance": fact.importance, "hop_count": fact.hop_count,
-            "provenance": fact.provenance, "source": new.source.as_str(), "source_memory_id": new.source_memory_id,
-            "expires_at": fact.expires_at, "contradicted": contradicted,
-        }),
+        fact: LearnedFactOut {
+            id: fact.id,
+            origin_fact_id: fact.origin_fact_id,
+            category: fact.category.as_str(),
+            subject_id: fact.subject_id,
+            content: &fact.content,
+            tags: &fact.tags,
+            confidence: fact.confidence,
+            importance: fact.importance,
+            hop_count: fact.hop_count,
+            provenance: &fact.provenance,
+            source: new.source.as_str(),
+            source_memory_id: new.source_memory_id,
+            expires_at: fact.expires_at,
+            contradicted,
+        },
         from_npc_id: new.speaker_id,
     };
     OutboxMessage {
-        subject: topology.event("knowledge.learned"),
+        subject,
         msg_id: Some(format!("learned-{}", fact.id)),
         payload: serde_json::to_vec(&event).expect("events serialise"),
         headers: Default::default(),
     }
+}
+
+/// `KnowledgeLearned` (the wire type) as written: borrowed, so a tick's hundreds of events serialise
+/// without building a JSON tree each (the `fact` document of the wire type).
+#[derive(serde::Serialize)]
+struct LearnedOut<'a> {
+    schema_version: u32,
+    event_id: Uuid,
+    npc_id: Uuid,
+    fact: LearnedFactOut<'a>,
+    from_npc_id: Option<Uuid>,
+}
+
+#[derive(serde::Serialize)]
+struct LearnedFactOut<'a> {
+    id: Uuid,
+    origin_fact_id: Uuid,
+    category: &'a str,
+    subject_id: Option<Uuid>,
+    content: &'a str,
+    tags: &'a [String],
+    confidence: f64,
+    importance: f64,
+    hop_count: i32,
+    provenance: &'a [Uuid],
+    source: &'a str,
+    source_memory_id: Option<Uuid>,
+    expires_at: Option<DateTime<Utc>>,
+    contradicted: Vec<Contradicted>,
+}
+
+#[derive(serde::Serialize)]
+struct Contradicted {
+    fact_id: Uuid,
+    outcome: &'static str,
+    confidence: Option<f64>,
 }
 
 pub struct LearnHandler {
@@ -391,5 +447,55 @@ fn world_fact(
         source,
         source_memory_id: None,
         speaker_id: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use npcmem_core::wire::KnowledgeLearned;
+
+    use super::*;
+
+    /// The borrowed event is the wire type `KnowledgeLearned`, field for field.
+    #[test]
+    fn learned_event_is_the_wire_shape() {
+        let (id, holder, speaker, doubted) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let new = NewFact {
+            fact: HeldFact {
+                id,
+                origin_fact_id: Uuid::nil(),
+                holder,
+                category: KnowledgeCategory::NpcGossip,
+                subject_id: None,
+                content: "The mayor \"borrows\" from the tithe".into(),
+                tags: vec!["secret".into()],
+                confidence: 0.7,
+                importance: 0.8,
+                hop_count: 2,
+                provenance: vec![speaker],
+                expires_at: Some(DateTime::<Utc>::UNIX_EPOCH),
+            },
+            source: Source::Gossip,
+            source_memory_id: None,
+            speaker_id: Some(speaker),
+        };
+        let revision = Revision { holder, fact_id: doubted, by: id, outcome: Outcome::Doubted { confidence: 0.4 } };
+        let topology = Topology::new("npcmem", "NPCMEM", Default::default());
+        let message = learned_event(&topology, &new, &[revision]);
+        assert_eq!(message.subject, topology.event("knowledge.learned"));
+        assert_eq!(message.msg_id.as_deref(), Some(format!("learned-{id}").as_str()));
+        let event: KnowledgeLearned = serde_json::from_slice(&message.payload).expect("decodes as the wire type");
+        assert_eq!(
+            (event.schema_version, event.event_id, event.npc_id, event.from_npc_id),
+            (1, id, holder, Some(speaker))
+        );
+        let expected = serde_json::json!({
+            "id": id, "origin_fact_id": Uuid::nil(), "category": "npc_gossip", "subject_id": null,
+            "content": "The mayor \"borrows\" from the tithe", "tags": ["secret"], "confidence": 0.7,
+            "importance": 0.8, "hop_count": 2, "provenance": [speaker], "source": "gossip",
+            "source_memory_id": null, "expires_at": "1970-01-01T00:00:00Z",
+            "contradicted": [{"fact_id": doubted, "outcome": "doubted", "confidence": 0.4}],
+        });
+        assert_eq!(event.fact, expected);
     }
 }

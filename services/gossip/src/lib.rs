@@ -135,6 +135,9 @@ async fn lead(
                     Ok(true) => {
                         info!("gossip leader: this replica ticks");
                         ticker.world = tick::World::default();
+                        if let Err(error) = ticker.watch_changes().await {
+                            warn!(%error, "gossip leader cannot listen for world changes; it reloads every tick");
+                        }
                         leader = Some(connection);
                     }
                     Ok(false) => continue,

@@ -5,6 +5,8 @@
 //! crash loses only exchanges that never happened.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -12,7 +14,7 @@ use npcmem_bus::Topology;
 use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
-use npcmem_store::knowledge::{self, NewFact, Source};
+use npcmem_store::knowledge::{self, NewFact, Source, WorldChanges};
 use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgPool, StoreError, switches};
 use uuid::Uuid;
@@ -30,6 +32,8 @@ pub struct TickReport {
     /// once, so they may add up to more than `duration`).
     pub refresh: Duration,
     pub commit: Duration,
+    /// Whether the tick loaded changes (it skips that when it heard of none).
+    pub reloaded: bool,
     pub skipped: bool,
 }
 
@@ -81,11 +85,81 @@ pub struct Ticker {
     pub world: World,
     last_switch_check: Option<Instant>,
     enabled: bool,
+    changes: Option<ChangeWatch>,
+    last_load: Option<Instant>,
+}
+
+/// Without a notification the leader still reloads this often: a safety net for writers
+/// whose notifications it cannot see (another database role's triggers disabled, say).
+const RELOAD_AT_LEAST_EVERY: Duration = Duration::from_secs(10);
+
+/// Listens for [`knowledge::WORLD_CHANGED_CHANNEL`]: whether the world changed since the
+/// last refresh started.
+struct ChangeWatch {
+    changed: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ChangeWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Ticker {
     pub fn new(pool: PgPool, topology: Topology, nats: Option<async_nats::Client>, budget: usize) -> Self {
-        Self { pool, topology, nats, budget, world: World::default(), last_switch_check: None, enabled: true }
+        Self {
+            pool,
+            topology,
+            nats,
+            budget,
+            world: World::default(),
+            last_switch_check: None,
+            enabled: true,
+            changes: None,
+            last_load: None,
+        }
+    }
+
+    /// Listens for changes to the world, so that ticks in a world where nothing changed
+    /// skip their refresh. Call before the first tick (a notification sent before the
+    /// listener is up is lost; the first tick loads everything anyway).
+    pub async fn watch_changes(&mut self) -> Result<(), StoreError> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(knowledge::WORLD_CHANGED_CHANNEL).await?;
+        let changed = Arc::new(AtomicBool::new(true));
+        let flag = changed.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(_)) => flag.store(true, Ordering::Release),
+                    // The connection dropped (the next call reconnects and listens again):
+                    // whatever it missed is reloaded.
+                    Ok(None) => flag.store(true, Ordering::Release),
+                    Err(sqlx::Error::PoolClosed) => break,
+                    Err(error) => {
+                        flag.store(true, Ordering::Release);
+                        tracing::warn!(%error, "gossip change listener failed; the leader reloads every tick until it is back");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        self.changes = Some(ChangeWatch { changed, task });
+        Ok(())
+    }
+
+    /// Whether this tick reloads changes: always without a listener, otherwise when it
+    /// heard of one (cleared before the load starts, so a change committed during the load
+    /// is loaded by the next tick) or the safety net's time is up.
+    fn take_reload(&mut self) -> bool {
+        let overdue = self.last_load.is_none_or(|at| at.elapsed() >= RELOAD_AT_LEAST_EVERY);
+        let heard = self.changes.as_ref().is_none_or(|watch| watch.changed.swap(false, Ordering::AcqRel));
+        let reload = heard || overdue;
+        if reload {
+            self.last_load = Some(Instant::now());
+        }
+        reload
     }
 
     /// Loads what changed since the last refresh and applies it: everything on the first
@@ -98,9 +172,9 @@ impl Ticker {
         Ok(())
     }
 
-    fn apply_loaded(&mut self, loaded: Loaded, now: DateTime<Utc>) {
+    fn apply_loaded(&mut self, loaded: WorldChanges, now: DateTime<Utc>) {
         self.apply_moves_and_drives(loaded.locations, loaded.drives);
-        for change in loaded.changes {
+        for change in loaded.facts {
             if change.superseded {
                 self.note_known(change.fact.holder, change.fact.origin_fact_id);
                 self.forget_fact(change.fact.holder, change.fact.id);
@@ -210,8 +284,8 @@ impl Ticker {
             return Ok(TickReport { skipped: true, duration: started.elapsed(), ..TickReport::default() });
         }
         // A starting leader loads the world before its first plan; after that, each tick
-        // plans on what the previous tick loaded and loads the next changes while its
-        // exchanges commit (a change reaches the plan one tick later).
+        // plans on what the previous tick loaded and, when the world changed, loads the
+        // next changes while its exchanges commit (a change reaches the plan a tick later).
         let mut refresh = Duration::ZERO;
         if self.world.watermark.is_none() {
             let refresh_started = Instant::now();
@@ -249,11 +323,15 @@ impl Ticker {
             self.world.queue.requeue(speaker, listener);
         }
         let write = self.plan_write(exchanges, now);
+        let reload = self.take_reload();
         let (pool, topology, watermark) = (&self.pool, &self.topology, self.world.watermark);
+        let load_changes = async move { if reload { load(pool, watermark).await.map(Some) } else { Ok(None) } };
         let ((loaded, load_time), (stored, commit)) =
-            tokio::try_join!(timed(load(pool, watermark)), timed(write_planned(pool, topology, write)))?;
+            tokio::try_join!(timed(load_changes), timed(write_planned(pool, topology, write)))?;
         refresh += load_time;
-        self.apply_loaded(loaded, now);
+        if let Some(loaded) = loaded {
+            self.apply_loaded(loaded, now);
+        }
         if let Some(stored) = stored {
             self.apply_stored(stored, now).await;
         }
@@ -264,6 +342,7 @@ impl Ticker {
             duration: started.elapsed(),
             refresh,
             commit,
+            reloaded: reload,
             skipped: false,
         })
     }
@@ -317,25 +396,10 @@ async fn timed<T>(future: impl Future<Output = Result<T, StoreError>>) -> Result
     Ok((output, started.elapsed()))
 }
 
-/// What a refresh read: changes since the previous horizon, and the new horizon.
-struct Loaded {
-    horizon: DateTime<Utc>,
-    locations: Vec<(Uuid, String)>,
-    drives: Vec<(Uuid, Drives)>,
-    changes: Vec<knowledge::ChangedFact>,
-}
-
-/// Reads what changed since `watermark` (everything without one). Small reads one after
-/// the other on one connection: on two cores, three connections at once were slower
-/// (measured, issue 6).
-async fn load(pool: &PgPool, watermark: Option<DateTime<Utc>>) -> Result<Loaded, StoreError> {
-    let since = watermark.unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
+/// Reads what changed since `watermark` (everything without one), in one round trip.
+async fn load(pool: &PgPool, watermark: Option<DateTime<Utc>>) -> Result<WorldChanges, StoreError> {
     let mut connection = pool.acquire().await?;
-    let horizon = knowledge::visibility_horizon(&mut connection).await?;
-    let locations = knowledge::load_locations(&mut connection, since).await?;
-    let drives = knowledge::load_drives(&mut connection, since).await?;
-    let changes = knowledge::load_changes(&mut connection, watermark.map(|_| since)).await?;
-    Ok(Loaded { horizon, locations, drives, changes })
+    knowledge::load_world_changes(&mut connection, watermark).await
 }
 
 /// A tick's exchanges, ready to commit.

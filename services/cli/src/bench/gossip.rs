@@ -84,6 +84,7 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
     println!("raw baseline: one INSERT of 1,000 fact rows: {raw_ms:.1} ms");
 
     let mut ticker = Ticker::new(pool.clone(), scratch.topology.clone(), None, 1);
+    ticker.watch_changes().await?;
     let load_started = Instant::now();
     let first = ticker.tick().await?;
     println!(

@@ -11,7 +11,7 @@
 //! words on either side, a negation just before a word flipping it ("not dangerous"),
 //! and the mirror form "the cave has treasure" / "the cave has no treasure".
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::HeldFact;
@@ -310,23 +310,36 @@ pub struct Revision {
 /// holders' facts that are not superseded) and against the batch's earlier facts: a fact
 /// doubted twice loses confidence twice, a superseded one is not revised again.
 pub fn revise_batch(new_facts: &mut [HeldFact], held: Vec<HeldFact>) -> Vec<Revision> {
-    let mut current = held;
+    // By holder: a tick's batch touches hundreds of holders, each holding a few facts.
+    let mut current: HashMap<uuid::Uuid, Vec<HeldFact>> = HashMap::new();
+    for fact in held {
+        current.entry(fact.holder).or_default().push(fact);
+    }
+    // New facts still to come per holder: a new fact is kept for the later ones only.
+    let mut to_come: HashMap<uuid::Uuid, usize> = HashMap::new();
+    for new in new_facts.iter() {
+        *to_come.entry(new.holder).or_default() += 1;
+    }
     let mut revisions = Vec::new();
     for new in new_facts.iter_mut() {
         let holder = new.holder;
-        let mine: Vec<HeldFact> = current.iter().filter(|fact| fact.holder == holder).cloned().collect();
-        for (fact_id, outcome) in revise(new, &mine) {
+        let mine = current.entry(holder).or_default();
+        for (fact_id, outcome) in revise(new, mine) {
             match outcome {
-                Outcome::Superseded => current.retain(|fact| fact.id != fact_id),
+                Outcome::Superseded => mine.retain(|fact| fact.id != fact_id),
                 Outcome::Doubted { confidence } => {
-                    if let Some(fact) = current.iter_mut().find(|fact| fact.id == fact_id) {
+                    if let Some(fact) = mine.iter_mut().find(|fact| fact.id == fact_id) {
                         fact.confidence = confidence;
                     }
                 }
             }
             revisions.push(Revision { fact_id, holder, by: new.id, outcome });
         }
-        current.push(new.clone());
+        let remaining = to_come.get_mut(&holder).expect("counted above");
+        *remaining -= 1;
+        if *remaining > 0 {
+            mine.push(new.clone());
+        }
     }
     revisions
 }
