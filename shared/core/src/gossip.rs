@@ -132,72 +132,165 @@ pub fn propagate(fact: &HeldFact, speaker: Uuid, listener: Uuid, new_id: Uuid) -
 }
 
 /// Where NPCs are, and the pre-computed queue of co-located (speaker, listener) pairs
-/// whose speaker has something worth saying. Moves and new facts mark rooms dirty; only
-/// dirty rooms are re-paired, so neither a tick nor a rebuild is O(NPCs²).
+/// whose speaker has something worth saying. A move pairs the mover with its new room
+/// mates, a speaker that learned something is paired with its room mates again; nothing
+/// else is re-paired, so neither a tick nor a rebuild is O(NPCs²). A pair is queued at
+/// most once, and pairs whose NPCs no longer share a room are dropped when reached (or
+/// all at once when they would otherwise outnumber the live ones), so a world on the
+/// move does not grow the queue. NPCs and rooms are numbered internally: a queued pair
+/// costs 8 bytes, plus 8 in the set that keeps it unique.
 #[derive(Debug, Default)]
 pub struct GossipQueue {
-    room_of: HashMap<Uuid, String>,
-    rooms: HashMap<String, Vec<Uuid>>,
-    talkers: HashSet<Uuid>,
-    dirty: HashSet<String>,
-    queue: VecDeque<(Uuid, Uuid)>,
+    index_of: HashMap<Uuid, u32>,
+    npcs: Vec<Uuid>,
+    /// Per NPC number: its room number (`NO_ROOM` before its first move) and whether it
+    /// holds something worth telling.
+    room_of: Vec<u32>,
+    talker: Vec<bool>,
+    room_index: HashMap<String, u32>,
+    room_names: Vec<String>,
+    members: Vec<Vec<u32>>,
+    /// NPCs that moved, and talkers that learned something, since the last rebuild.
+    moved_in: HashSet<u32>,
+    told: HashSet<u32>,
+    queue: VecDeque<(u32, u32)>,
+    queued: HashSet<u64>,
+    /// The queue's length after its last compaction (or first rebuild).
+    compacted_at: usize,
+}
+
+const NO_ROOM: u32 = u32::MAX;
+
+fn pair_key(speaker: u32, listener: u32) -> u64 {
+    (u64::from(speaker) << 32) | u64::from(listener)
 }
 
 impl GossipQueue {
-    /// `npc` is now in `room` (a new NPC, or a move).
-    pub fn moved(&mut self, npc: Uuid, room: &str) {
-        if let Some(old) = self.room_of.insert(npc, room.to_owned()) {
-            if old == room {
-                return;
-            }
-            if let Some(members) = self.rooms.get_mut(&old) {
-                members.retain(|member| *member != npc);
-            }
-            self.dirty.insert(old);
+    fn number(&mut self, npc: Uuid) -> u32 {
+        if let Some(index) = self.index_of.get(&npc) {
+            return *index;
         }
-        self.rooms.entry(room.to_owned()).or_default().push(npc);
-        self.dirty.insert(room.to_owned());
+        let index = u32::try_from(self.npcs.len()).expect("fewer than 4 billion NPCs");
+        self.index_of.insert(npc, index);
+        self.npcs.push(npc);
+        self.room_of.push(NO_ROOM);
+        self.talker.push(false);
+        index
     }
 
-    /// Whether `npc` holds a gossip-worthy fact now (it gained or lost one).
+    /// `npc` is now in `room` (a new NPC, or a move).
+    pub fn moved(&mut self, npc: Uuid, room: &str) {
+        let index = self.number(npc);
+        let room = match self.room_index.get(room) {
+            Some(room) => *room,
+            None => {
+                let number = u32::try_from(self.room_names.len()).expect("fewer than 4 billion rooms");
+                self.room_index.insert(room.to_owned(), number);
+                self.room_names.push(room.to_owned());
+                self.members.push(Vec::new());
+                number
+            }
+        };
+        let old = std::mem::replace(&mut self.room_of[index as usize], room);
+        if old == room {
+            return;
+        }
+        if old != NO_ROOM {
+            self.members[old as usize].retain(|member| *member != index);
+        }
+        self.members[room as usize].push(index);
+        self.moved_in.insert(index);
+    }
+
+    /// Whether `npc` holds a gossip-worthy fact now. Call it with `true` whenever it
+    /// learns one: its room mates may not know that one yet.
     pub fn set_talker(&mut self, npc: Uuid, has_gossip: bool) {
-        let changed = if has_gossip { self.talkers.insert(npc) } else { self.talkers.remove(&npc) };
-        if changed && let Some(room) = self.room_of.get(&npc) {
-            self.dirty.insert(room.clone());
+        let index = self.number(npc);
+        self.talker[index as usize] = has_gossip;
+        if has_gossip {
+            self.told.insert(index);
         }
     }
 
     pub fn room_of(&self, npc: Uuid) -> Option<&str> {
-        self.room_of.get(&npc).map(String::as_str)
+        let room = *self.room_of.get(*self.index_of.get(&npc)? as usize)?;
+        self.room_names.get(room as usize).map(String::as_str)
     }
 
-    /// Re-pairs the dirty rooms: every talker with every other NPC of its room. Pairs of
-    /// rooms that changed are dropped lazily by [`GossipQueue::next_pair`] (they no longer
-    /// share a room). Returns the pairs added.
+    fn push(&mut self, speaker: u32, listener: u32) -> bool {
+        if speaker == listener || !self.queued.insert(pair_key(speaker, listener)) {
+            return false;
+        }
+        self.queue.push_back((speaker, listener));
+        true
+    }
+
+    fn together(&self, speaker: u32, listener: u32) -> bool {
+        let room = self.room_of[speaker as usize];
+        room != NO_ROOM && room == self.room_of[listener as usize] && self.talker[speaker as usize]
+    }
+
+    /// Pairs the NPCs that moved with their room mates (both ways) and the talkers that
+    /// learned something with theirs. Returns the pairs added.
     pub fn rebuild(&mut self) -> usize {
         let mut added = 0;
-        for room in std::mem::take(&mut self.dirty) {
-            let Some(members) = self.rooms.get(&room) else { continue };
-            for speaker in members.iter().filter(|npc| self.talkers.contains(npc)) {
-                for listener in members.iter().filter(|npc| *npc != speaker) {
-                    self.queue.push_back((*speaker, *listener));
-                    added += 1;
+        for npc in std::mem::take(&mut self.moved_in) {
+            let room = self.room_of[npc as usize];
+            let mates = std::mem::take(&mut self.members[room as usize]);
+            for &mate in &mates {
+                if self.talker[npc as usize] {
+                    added += usize::from(self.push(npc, mate));
+                }
+                if self.talker[mate as usize] {
+                    added += usize::from(self.push(mate, npc));
                 }
             }
+            self.members[room as usize] = mates;
+            self.told.remove(&npc);
+        }
+        for npc in std::mem::take(&mut self.told) {
+            let room = self.room_of[npc as usize];
+            if room == NO_ROOM || !self.talker[npc as usize] {
+                continue;
+            }
+            let mates = std::mem::take(&mut self.members[room as usize]);
+            for &mate in &mates {
+                added += usize::from(self.push(npc, mate));
+            }
+            self.members[room as usize] = mates;
+        }
+        if self.queue.len() > 2 * self.compacted_at + 100_000 {
+            self.compact();
         }
         added
     }
 
+    /// Drops every pair whose NPCs no longer share a room (or whose speaker has nothing
+    /// left to tell): O(queue), rare.
+    fn compact(&mut self) {
+        let mut queue = std::mem::take(&mut self.queue);
+        queue.retain(|(speaker, listener)| {
+            let keep = self.together(*speaker, *listener);
+            if !keep {
+                self.queued.remove(&pair_key(*speaker, *listener));
+            }
+            keep
+        });
+        self.queue = queue;
+        self.compacted_at = self.queue.len();
+    }
+
     pub fn is_dirty(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.moved_in.is_empty() || !self.told.is_empty()
     }
 
     /// The next pair still co-located, speaker still a talker; stale ones are dropped.
+    /// The pair leaves the queue: [`GossipQueue::requeue`] puts it back.
     pub fn next_pair(&mut self) -> Option<(Uuid, Uuid)> {
         while let Some((speaker, listener)) = self.queue.pop_front() {
-            let together = self.room_of.get(&speaker).is_some_and(|room| self.room_of.get(&listener) == Some(room));
-            if together && self.talkers.contains(&speaker) {
-                return Some((speaker, listener));
+            self.queued.remove(&pair_key(speaker, listener));
+            if self.together(speaker, listener) {
+                return Some((self.npcs[speaker as usize], self.npcs[listener as usize]));
             }
         }
         None
@@ -206,12 +299,13 @@ impl GossipQueue {
     /// Puts a pair that just exchanged a fact back at the end: its speaker may have more
     /// to tell (pairs with nothing to say are simply not put back).
     pub fn requeue(&mut self, speaker: Uuid, listener: Uuid) {
-        self.queue.push_back((speaker, listener));
+        let (speaker, listener) = (self.number(speaker), self.number(listener));
+        self.push(speaker, listener);
     }
 
     /// NPCs with a known room.
     pub fn placed(&self) -> usize {
-        self.room_of.len()
+        self.room_of.iter().filter(|room| **room != NO_ROOM).count()
     }
 
     /// Pairs waiting.

@@ -2,13 +2,18 @@
 //! seeded facts, in this process on a scratch database: tick duration p50/p99 (commit
 //! included) and exchanges/s at budgets 3, 100 and 1,000, the pair-queue rebuild after
 //! 1,000 NPCs move, and RSS. Baseline: one raw INSERT of the same number of fact rows.
+//! The budgets run in a still world (ticks skip their refresh: nothing was notified);
+//! budget 100 runs again with 100 NPCs moving before each tick, which each tick reloads.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
 
 use async_nats::jetstream;
 use hdrhistogram::Histogram;
 use npcmem_gossip::tick::Ticker;
 use npcmem_service::CommonConfig;
+use npcmem_store::knowledge;
 
 use super::scratch::Scratch;
 
@@ -94,33 +99,17 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
     );
     for budget in &args.budgets {
         ticker.budget = *budget;
-        let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-        let mut exchanges = 0;
-        let mut busy = std::time::Duration::ZERO;
-        let (mut refresh, mut commit) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-        for _ in 0..args.ticks {
-            let report = ticker.tick().await?;
-            histogram.record((report.duration.as_micros() as u64).max(1))?;
-            exchanges += report.exchanges;
-            busy += report.duration;
-            refresh += report.refresh;
-            commit += report.commit;
-        }
-        println!(
-            "budget {budget}: tick p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {exchanges} exchanges in {} ticks, {:.0} exchanges/s of tick time",
-            histogram.value_at_quantile(0.5) as f64 / 1000.0,
-            histogram.value_at_quantile(0.99) as f64 / 1000.0,
-            histogram.max() as f64 / 1000.0,
-            args.ticks,
-            exchanges as f64 / busy.as_secs_f64().max(1e-9)
-        );
-        println!(
-            "  mean per tick: load of changes {:.2} ms, commit {:.2} ms (the two run at once), the rest {:.2} ms",
-            refresh.as_secs_f64() * 1000.0 / args.ticks as f64,
-            commit.as_secs_f64() * 1000.0 / args.ticks as f64,
-            busy.saturating_sub(refresh.max(commit)).as_secs_f64() * 1000.0 / args.ticks as f64
-        );
+        measure_ticks(&mut ticker, pool, &format!("budget {budget}"), args.ticks, &[], args.rooms).await?;
     }
+    // A world on the move: before each tick, 100 NPCs move (written as the world consumer
+    // writes them), so the tick reloads and re-pairs their rooms.
+    let movers: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT npc_id FROM npc_locations ORDER BY npc_id LIMIT $1")
+        .bind((args.ticks * MOVES_PER_TICK) as i64)
+        .fetch_all(pool)
+        .await?;
+    ticker.budget = 100;
+    let label = format!("budget 100, {MOVES_PER_TICK} NPCs moving before each tick");
+    measure_ticks(&mut ticker, pool, &label, args.ticks, &movers, args.rooms).await?;
     let npcs: Vec<uuid::Uuid> =
         sqlx::query_scalar("SELECT npc_id FROM npc_locations LIMIT 1000").fetch_all(pool).await?;
     for (index, npc) in npcs.iter().enumerate() {
@@ -145,5 +134,56 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
             peak as f64 / 1024.0
         );
     }
+    Ok(())
+}
+
+const MOVES_PER_TICK: usize = 100;
+
+/// Measures `ticks` ticks back to back and prints their duration and exchanges/s. With
+/// `movers`, `MOVES_PER_TICK` of them move before each tick (outside its time).
+async fn measure_ticks(
+    ticker: &mut Ticker,
+    pool: &sqlx::PgPool,
+    label: &str,
+    ticks: usize,
+    movers: &[uuid::Uuid],
+    rooms: i64,
+) -> anyhow::Result<()> {
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let (mut exchanges, mut reloads) = (0, 0);
+    let (mut busy, mut refresh, mut commit) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for (tick, moving) in (0..ticks).zip(movers.chunks(MOVES_PER_TICK).map(Some).chain(std::iter::repeat(None))) {
+        if let Some(moving) = moving {
+            let moves: Vec<_> = moving
+                .iter()
+                .enumerate()
+                .map(|(index, npc)| (*npc, format!("room-{}", ((tick * 7 + index) * 7919) as i64 % rooms), Utc::now()))
+                .collect();
+            knowledge::record_locations(&mut *pool.acquire().await?, &moves).await?;
+            // The moves' notification reaches the leader between ticks, as it would.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let report = ticker.tick().await?;
+        histogram.record((report.duration.as_micros() as u64).max(1))?;
+        exchanges += report.exchanges;
+        reloads += usize::from(report.reloaded);
+        busy += report.duration;
+        refresh += report.refresh;
+        commit += report.commit;
+    }
+    let mean = |total: Duration| total.as_secs_f64() * 1000.0 / ticks as f64;
+    println!(
+        "{label}: tick p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {exchanges} exchanges in {ticks} ticks, {:.0} exchanges/s of tick time",
+        histogram.value_at_quantile(0.5) as f64 / 1000.0,
+        histogram.value_at_quantile(0.99) as f64 / 1000.0,
+        histogram.max() as f64 / 1000.0,
+        exchanges as f64 / busy.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  mean per tick: load of changes {:.2} ms ({reloads} of {ticks} ticks loaded changes), commit {:.2} ms (the two run at once), the rest {:.2} ms",
+        mean(refresh),
+        mean(commit),
+        mean(busy.saturating_sub(refresh.max(commit)))
+    );
     Ok(())
 }

@@ -97,8 +97,41 @@ fn the_queue_pairs_only_talkers_with_room_mates_and_drops_stale_pairs() {
     }
     assert_eq!(pairs, vec![(a, c)], "b left the tavern");
     assert!(queue.is_dirty());
+    assert_eq!(queue.rebuild(), 0, "nobody in the forge has anything to tell");
+    assert_eq!(queue.next_pair(), None, "a pair taken and not put back stays out");
+    queue.set_talker(a, true);
+    assert_eq!(queue.rebuild(), 1, "a learned something: paired with the tavern again");
+    queue.set_talker(a, true);
+    queue.requeue(a, c);
+    assert_eq!(queue.rebuild(), 0, "a pair is queued once");
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue.next_pair(), Some((a, c)));
+    queue.moved(b, "tavern");
+    queue.set_talker(d, true);
+    queue.moved(d, "tavern");
+    assert_eq!(queue.rebuild(), 5, "a → b, a → d; d → a, d → b, d → c");
+}
+
+#[test]
+fn a_world_on_the_move_does_not_grow_the_queue() {
+    let mut queue = GossipQueue::default();
+    let npcs: Vec<Uuid> = (0..10_000).map(|_| Uuid::new_v4()).collect();
+    for (index, npc) in npcs.iter().enumerate() {
+        queue.moved(*npc, &format!("room-{}", index % 1_000));
+        queue.set_talker(*npc, true);
+    }
     queue.rebuild();
-    assert_eq!(queue.next_pair(), Some((a, c)), "the tavern re-paired");
+    let live = queue.len();
+    for round in 0..200 {
+        for (index, npc) in npcs.iter().enumerate().skip(round * 50).take(500) {
+            queue.moved(*npc, &format!("room-{}", (index * 7 + round) % 1_000));
+        }
+        queue.rebuild();
+        for _ in 0..100 {
+            queue.next_pair();
+        }
+    }
+    assert!(queue.len() <= 2 * live + 100_000, "{} pairs queued, {live} live at the start", queue.len());
 }
 
 #[test]
