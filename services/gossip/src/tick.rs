@@ -220,12 +220,19 @@ impl Ticker {
             self.forget_fact(holder, fact.id);
             return;
         }
+        let origin = fact.origin_fact_id;
         let held = self.world.facts.entry(holder).or_default();
-        match held.iter_mut().find(|h| h.origin_fact_id == fact.origin_fact_id) {
+        match held.iter_mut().find(|h| h.origin_fact_id == origin) {
             Some(existing) => *existing = fact,
             None => held.push(fact),
         }
         self.world.queue.set_talker(holder, true);
+        // Room mates who do not know it yet may hear it (a move pairs everyone else).
+        for mate in self.world.queue.mates(holder) {
+            if !self.world.known.contains(&(mate, origin)) {
+                self.world.queue.offer(holder, mate);
+            }
+        }
     }
 
     /// Drops a fact from what `holder` may tell (superseded, or no longer worth it).
@@ -320,7 +327,7 @@ impl Ticker {
             }
         }
         for (speaker, listener) in requeue {
-            self.world.queue.requeue(speaker, listener);
+            self.world.queue.offer(speaker, listener);
         }
         let write = self.plan_write(exchanges, now);
         let reload = self.take_reload();

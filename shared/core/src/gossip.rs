@@ -133,11 +133,11 @@ pub fn propagate(fact: &HeldFact, speaker: Uuid, listener: Uuid, new_id: Uuid) -
 
 /// Where NPCs are, and the pre-computed queue of co-located (speaker, listener) pairs
 /// whose speaker has something worth saying. A move pairs the mover with its new room
-/// mates, a speaker that learned something is paired with its room mates again; nothing
-/// else is re-paired, so neither a tick nor a rebuild is O(NPCs²). A pair is queued at
-/// most once, and pairs whose NPCs no longer share a room are dropped when reached (or
-/// all at once when they would otherwise outnumber the live ones), so a world on the
-/// move does not grow the queue. NPCs and rooms are numbered internally: a queued pair
+/// mates; a speaker that learned something is offered to the mates who do not know it
+/// ([`GossipQueue::offer`]); nothing else is re-paired, so neither a tick nor a rebuild
+/// is O(NPCs²). A pair is queued at most once, and pairs whose NPCs no longer share a
+/// room are dropped when reached (or all at once when moves have left more of them than
+/// live ones), so a world on the move does not grow the queue. NPCs and rooms are numbered internally: a queued pair
 /// costs 8 bytes, plus 8 in the set that keeps it unique.
 #[derive(Debug, Default)]
 pub struct GossipQueue {
@@ -150,13 +150,12 @@ pub struct GossipQueue {
     room_index: HashMap<String, u32>,
     room_names: Vec<String>,
     members: Vec<Vec<u32>>,
-    /// NPCs that moved, and talkers that learned something, since the last rebuild.
+    /// NPCs that moved since the last rebuild.
     moved_in: HashSet<u32>,
-    told: HashSet<u32>,
     queue: VecDeque<(u32, u32)>,
     queued: HashSet<u64>,
-    /// The queue's length after its last compaction (or first rebuild).
-    compacted_at: usize,
+    /// At most how many queued pairs moves have parted since the last compaction.
+    parted: usize,
 }
 
 const NO_ROOM: u32 = u32::MAX;
@@ -196,20 +195,28 @@ impl GossipQueue {
             return;
         }
         if old != NO_ROOM {
-            self.members[old as usize].retain(|member| *member != index);
+            let members = &mut self.members[old as usize];
+            members.retain(|member| *member != index);
+            self.parted += 2 * members.len();
         }
         self.members[room as usize].push(index);
         self.moved_in.insert(index);
     }
 
-    /// Whether `npc` holds a gossip-worthy fact now. Call it with `true` whenever it
-    /// learns one: its room mates may not know that one yet.
+    /// Whether `npc` holds a gossip-worthy fact now.
     pub fn set_talker(&mut self, npc: Uuid, has_gossip: bool) {
         let index = self.number(npc);
         self.talker[index as usize] = has_gossip;
-        if has_gossip {
-            self.told.insert(index);
+    }
+
+    /// The NPCs in `npc`'s room, itself excluded.
+    pub fn mates(&self, npc: Uuid) -> Vec<Uuid> {
+        let Some(index) = self.index_of.get(&npc) else { return Vec::new() };
+        let room = self.room_of[*index as usize];
+        if room == NO_ROOM {
+            return Vec::new();
         }
+        self.members[room as usize].iter().filter(|mate| *mate != index).map(|mate| self.npcs[*mate as usize]).collect()
     }
 
     pub fn room_of(&self, npc: Uuid) -> Option<&str> {
@@ -246,20 +253,8 @@ impl GossipQueue {
                 }
             }
             self.members[room as usize] = mates;
-            self.told.remove(&npc);
         }
-        for npc in std::mem::take(&mut self.told) {
-            let room = self.room_of[npc as usize];
-            if room == NO_ROOM || !self.talker[npc as usize] {
-                continue;
-            }
-            let mates = std::mem::take(&mut self.members[room as usize]);
-            for &mate in &mates {
-                added += usize::from(self.push(npc, mate));
-            }
-            self.members[room as usize] = mates;
-        }
-        if self.queue.len() > 2 * self.compacted_at + 100_000 {
+        if self.parted > 100_000 && self.parted > self.queue.len() / 2 {
             self.compact();
         }
         added
@@ -277,15 +272,15 @@ impl GossipQueue {
             keep
         });
         self.queue = queue;
-        self.compacted_at = self.queue.len();
+        self.parted = 0;
     }
 
     pub fn is_dirty(&self) -> bool {
-        !self.moved_in.is_empty() || !self.told.is_empty()
+        !self.moved_in.is_empty()
     }
 
     /// The next pair still co-located, speaker still a talker; stale ones are dropped.
-    /// The pair leaves the queue: [`GossipQueue::requeue`] puts it back.
+    /// The pair leaves the queue: [`GossipQueue::offer`] puts it back.
     pub fn next_pair(&mut self) -> Option<(Uuid, Uuid)> {
         while let Some((speaker, listener)) = self.queue.pop_front() {
             self.queued.remove(&pair_key(speaker, listener));
@@ -296,9 +291,10 @@ impl GossipQueue {
         None
     }
 
-    /// Puts a pair that just exchanged a fact back at the end: its speaker may have more
-    /// to tell (pairs with nothing to say are simply not put back).
-    pub fn requeue(&mut self, speaker: Uuid, listener: Uuid) {
+    /// Queues a pair unless it is queued already: one that just exchanged a fact (its
+    /// speaker may have more to tell; pairs with nothing to say are not put back), or a
+    /// speaker that learned what a room mate does not know yet.
+    pub fn offer(&mut self, speaker: Uuid, listener: Uuid) {
         let (speaker, listener) = (self.number(speaker), self.number(listener));
         self.push(speaker, listener);
     }
