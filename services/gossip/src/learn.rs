@@ -133,9 +133,8 @@ pub async fn write_facts(
 ) -> Result<Stored, StoreError> {
     let Prepared { facts, revisions } = prepared;
     let mut messages = Vec::with_capacity(facts.len());
-    let subject = topology.event("knowledge.learned");
     for new in &facts {
-        messages.push((new.fact.id, learned_message(subject.clone(), new, &revisions)));
+        messages.push((new.fact.id, learned_event(topology, new, &revisions)));
         if let Some(message) = extra(new) {
             messages.push((new.fact.id, message));
         }
@@ -165,11 +164,6 @@ pub async fn store_facts(
 
 /// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.
 pub fn learned_event(topology: &Topology, new: &NewFact, revisions: &[Revision]) -> OutboxMessage {
-    learned_message(topology.event("knowledge.learned"), new, revisions)
-}
-
-/// [`learned_event`] on a subject computed once per batch.
-fn learned_message(subject: String, new: &NewFact, revisions: &[Revision]) -> OutboxMessage {
     let fact = &new.fact;
     let contradicted: Vec<Contradicted> = revisions
         .iter()
@@ -206,15 +200,15 @@ fn learned_message(subject: String, new: &NewFact, revisions: &[Revision]) -> Ou
         from_npc_id: new.speaker_id,
     };
     OutboxMessage {
-        subject,
+        subject: topology.event("knowledge.learned"),
         msg_id: Some(format!("learned-{}", fact.id)),
         payload: serde_json::to_vec(&event).expect("events serialise"),
         headers: Default::default(),
     }
 }
 
-/// `KnowledgeLearned` (the wire type) as written: borrowed, so a tick's hundreds of events serialise
-/// without building a JSON tree each (the `fact` document of the wire type).
+/// The wire type `KnowledgeLearned` as written: borrowed, so a tick's hundreds of events
+/// serialise without building a JSON tree for each one's `fact` document.
 #[derive(serde::Serialize)]
 struct LearnedOut<'a> {
     schema_version: u32,

@@ -228,11 +228,8 @@ impl Ticker {
         }
         self.world.queue.set_talker(holder, true);
         // Room mates who do not know it yet may hear it (a move pairs everyone else).
-        for mate in self.world.queue.mates(holder) {
-            if !self.world.known.contains(&(mate, origin)) {
-                self.world.queue.offer(holder, mate);
-            }
-        }
+        let known = &self.world.known;
+        self.world.queue.offer_to_mates(holder, |mate| !known.contains(&(mate, origin)));
     }
 
     /// Drops a fact from what `holder` may tell (superseded, or no longer worth it).
@@ -296,6 +293,8 @@ impl Ticker {
         let mut refresh = Duration::ZERO;
         if self.world.watermark.is_none() {
             let refresh_started = Instant::now();
+            // The full load covers every change heard of so far: the tick loads no more.
+            self.take_reload();
             self.refresh(now).await?;
             refresh = refresh_started.elapsed();
         }

@@ -137,8 +137,9 @@ pub fn propagate(fact: &HeldFact, speaker: Uuid, listener: Uuid, new_id: Uuid) -
 /// ([`GossipQueue::offer`]); nothing else is re-paired, so neither a tick nor a rebuild
 /// is O(NPCs²). A pair is queued at most once, and pairs whose NPCs no longer share a
 /// room are dropped when reached (or all at once when moves have left more of them than
-/// live ones), so a world on the move does not grow the queue. NPCs and rooms are numbered internally: a queued pair
-/// costs 8 bytes, plus 8 in the set that keeps it unique.
+/// live ones), so a world on the move does not grow the queue. NPCs and rooms are
+/// numbered internally: a queued pair costs 8 bytes, plus 8 in the set that keeps it
+/// unique.
 #[derive(Debug, Default)]
 pub struct GossipQueue {
     index_of: HashMap<Uuid, u32>,
@@ -209,14 +210,30 @@ impl GossipQueue {
         self.talker[index as usize] = has_gossip;
     }
 
-    /// The NPCs in `npc`'s room, itself excluded.
-    pub fn mates(&self, npc: Uuid) -> Vec<Uuid> {
-        let Some(index) = self.index_of.get(&npc) else { return Vec::new() };
-        let room = self.room_of[*index as usize];
+    /// The numbers of the NPCs in `npc`'s room, itself excluded.
+    fn mate_numbers(&self, npc: Uuid) -> Vec<u32> {
+        let Some(&index) = self.index_of.get(&npc) else { return Vec::new() };
+        let room = self.room_of[index as usize];
         if room == NO_ROOM {
             return Vec::new();
         }
-        self.members[room as usize].iter().filter(|mate| *mate != index).map(|mate| self.npcs[*mate as usize]).collect()
+        self.members[room as usize].iter().copied().filter(|mate| *mate != index).collect()
+    }
+
+    /// The NPCs in `npc`'s room, itself excluded.
+    pub fn mates(&self, npc: Uuid) -> Vec<Uuid> {
+        self.mate_numbers(npc).into_iter().map(|mate| self.npcs[mate as usize]).collect()
+    }
+
+    /// Offers `speaker` to each room mate `wants` (one who does not know what it just
+    /// learned, say): [`GossipQueue::offer`] for each, without a lookup per mate.
+    pub fn offer_to_mates(&mut self, speaker: Uuid, wants: impl Fn(Uuid) -> bool) {
+        let Some(&index) = self.index_of.get(&speaker) else { return };
+        for mate in self.mate_numbers(speaker) {
+            if wants(self.npcs[mate as usize]) {
+                self.push(index, mate);
+            }
+        }
     }
 
     pub fn room_of(&self, npc: Uuid) -> Option<&str> {
@@ -237,8 +254,7 @@ impl GossipQueue {
         room != NO_ROOM && room == self.room_of[listener as usize] && self.talker[speaker as usize]
     }
 
-    /// Pairs the NPCs that moved with their room mates (both ways) and the talkers that
-    /// learned something with theirs. Returns the pairs added.
+    /// Pairs the NPCs that moved with their room mates, both ways. Returns the pairs added.
     pub fn rebuild(&mut self) -> usize {
         let mut added = 0;
         for npc in std::mem::take(&mut self.moved_in) {
