@@ -3,7 +3,7 @@
 //! profiles (`world.npc_moved`, `world.npc_profile`; durable `gossip-world`). Fact ids
 //! derive from the message, so a redelivery stores nothing twice.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use chrono::{DateTime, Utc};
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};

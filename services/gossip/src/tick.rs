@@ -4,7 +4,7 @@
 //! of co-located pairs. A tick's exchanges commit together with their outbox rows, so a
 //! crash loses only exchanges that never happened.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -300,7 +300,7 @@ impl Ticker {
         }
         let rebuilt_pairs = if self.world.queue.is_dirty() { self.world.queue.rebuild() } else { 0 };
         let mut exchanges: Vec<(HeldFact, Uuid)> = Vec::new();
-        let mut planned: HashSet<(Uuid, Uuid)> = HashSet::new();
+        let mut planned: HashSet<(Uuid, Uuid)> = HashSet::default();
         let mut pairs_tried = 0;
         let mut requeue = Vec::new();
         // A pair without anything to say is dropped; give up after many such pairs so a
@@ -378,7 +378,7 @@ impl Ticker {
 
     /// Takes a committed tick's facts and revisions into memory, then tells the enrichers.
     async fn apply_stored(&mut self, stored: Stored, now: DateTime<Utc>) {
-        let mut listeners = HashSet::new();
+        let mut listeners = HashSet::default();
         self.apply_revisions(&stored.revisions, now);
         for new in stored.facts {
             listeners.insert(new.fact.holder);

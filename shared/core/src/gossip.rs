@@ -3,9 +3,11 @@
 //! co-located speaker → listener pairs that keeps a tick's cost proportional to its
 //! budget. Pure: the gossip service owns the state and the storage.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
+// The queue looks NPCs and pairs up by the thousand per tick: SipHash was a third of that.
+use foldhash::{HashMap, HashSet};
 use uuid::Uuid;
 
 use crate::memory::round3;
