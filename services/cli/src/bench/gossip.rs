@@ -101,6 +101,7 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
         ticker.budget = *budget;
         measure_ticks(&mut ticker, pool, &format!("budget {budget}"), args.ticks, &[], args.rooms).await?;
     }
+    print_world(&ticker, "after the still world's ticks");
     // A world on the move: before each tick, 100 NPCs move (written as the world consumer
     // writes them), so the tick reloads and re-pairs their rooms.
     let movers: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT npc_id FROM npc_locations ORDER BY npc_id LIMIT $1")
@@ -122,18 +123,7 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
         npcs.len(),
         rebuild_started.elapsed().as_secs_f64() * 1000.0
     );
-    let size = ticker.world.size();
-    println!(
-        "leader's world: {} NPCs placed, {} spreadable facts, {} (holder, origin) known, {} claim keys, {} pairs queued",
-        size.npcs_placed, size.spreadable_facts, size.known, size.claim_keys, size.queued_pairs
-    );
-    if let Some((current, peak)) = super::rss::rss_kib(std::process::id()) {
-        println!(
-            "bench process (the leader's world in memory) RSS {:.1} MB, peak {:.1} MB",
-            current as f64 / 1024.0,
-            peak as f64 / 1024.0
-        );
-    }
+    print_world(&ticker, "at the end");
     Ok(())
 }
 
@@ -186,4 +176,16 @@ async fn measure_ticks(
         mean(busy.saturating_sub(refresh.max(commit)))
     );
     Ok(())
+}
+
+/// The leader's world and the bench process's RSS (the world is most of it).
+fn print_world(ticker: &Ticker, when: &str) {
+    let size = ticker.world.size();
+    println!(
+        "leader's world {when}: {} NPCs placed, {} spreadable facts, {} (holder, origin) known, {} claim keys, {} pairs queued",
+        size.npcs_placed, size.spreadable_facts, size.known, size.claim_keys, size.queued_pairs
+    );
+    if let Some((current, peak)) = super::rss::rss_kib(std::process::id()) {
+        println!("  bench process RSS {:.1} MB, peak {:.1} MB", current as f64 / 1024.0, peak as f64 / 1024.0);
+    }
 }
