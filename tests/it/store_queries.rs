@@ -150,7 +150,7 @@ async fn the_request_rate_is_a_sliding_minute_shared_by_every_caller() {
 async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
     use npcmem_core::gossip::HeldFact;
     use npcmem_core::wire::KnowledgeCategory;
-    use npcmem_store::knowledge::{NewFact, Source};
+    use npcmem_store::knowledge::{Known, NewFact, Source};
     let env = TestEnv::new().await;
     let tags: Vec<String> = ["quote \"x\"", "back\\slash", "comma,brace}{", "NULL", "", "ünïcødé ✓", " spaced "]
         .iter()
@@ -175,9 +175,14 @@ async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
     let new = NewFact { fact, source: Source::Gossip, source_memory_id: None, speaker_id: Some(provenance[1]) };
     let mut connection = env.pool.acquire().await.unwrap();
     let inserted =
-        npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[]).await.unwrap();
+        npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[], Known::Possible)
+            .await
+            .unwrap();
     assert_eq!(inserted, vec![id]);
-    let again = npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[]).await.unwrap();
+    let again =
+        npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[], Known::Possible)
+            .await
+            .unwrap();
     assert!(again.is_empty(), "a duplicate (holder, origin) is not stored twice");
     let (stored_tags, stored_provenance, content): (Vec<String>, Vec<Uuid>, String) =
         sqlx::query_as("SELECT tags, provenance, content FROM knowledge_facts WHERE id = $1")
@@ -186,6 +191,72 @@ async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
             .await
             .unwrap();
     assert_eq!((stored_tags, stored_provenance, content), (tags, provenance, "It's \"odd\"".to_owned()));
+    drop(connection);
+    env.cleanup().await;
+}
+
+/// The gossip leader inserts a tick's facts without per-row conflict checks; a fact its
+/// listener knew after all (the leader's memory lagged) is skipped on the careful retry,
+/// with its outbox message, and the others are stored once with theirs.
+#[tokio::test]
+async fn facts_thought_new_skip_the_one_already_known() {
+    use npcmem_core::gossip::HeldFact;
+    use npcmem_core::wire::KnowledgeCategory;
+    use npcmem_store::knowledge::{Known, NewFact, Source, insert_facts};
+    use npcmem_store::outbox::OutboxMessage;
+    let env = TestEnv::new().await;
+    let new_fact = |holder: Uuid, origin: Uuid| NewFact {
+        fact: HeldFact {
+            id: Uuid::now_v7(),
+            origin_fact_id: origin,
+            holder,
+            category: KnowledgeCategory::WorldEvent,
+            subject_id: None,
+            content: "Bandits on the north road".into(),
+            tags: vec!["bandits".into()],
+            confidence: 0.8,
+            importance: 0.7,
+            hop_count: 1,
+            provenance: vec![Uuid::new_v4()],
+            expires_at: None,
+        },
+        source: Source::Gossip,
+        source_memory_id: None,
+        speaker_id: None,
+    };
+    let message = |new: &NewFact| {
+        let message = OutboxMessage {
+            subject: "test.learned".into(),
+            msg_id: Some(format!("learned-{}", new.fact.id)),
+            payload: b"{}".to_vec(),
+            headers: Default::default(),
+        };
+        (new.fact.id, message)
+    };
+    let origin = Uuid::new_v4();
+    let (known_holder, other) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut connection = env.pool.acquire().await.unwrap();
+    let first = [new_fact(known_holder, origin)];
+    let stored = insert_facts(&mut connection, &first, &[message(&first[0])], Known::Unlikely).await.unwrap();
+    assert_eq!(stored, vec![first[0].fact.id], "a batch without duplicates goes in as is");
+
+    let batch = [new_fact(known_holder, origin), new_fact(other, origin)];
+    let messages: Vec<_> = batch.iter().map(message).collect();
+    let stored = insert_facts(&mut connection, &batch, &messages, Known::Unlikely).await.unwrap();
+    assert_eq!(stored, vec![batch[1].fact.id], "the known one is skipped, the new one stored");
+    let facts: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_facts WHERE origin_fact_id = $1")
+        .bind(origin)
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    let mut queued: Vec<String> = sqlx::query_scalar("SELECT msg_id FROM outbox WHERE subject = 'test.learned'")
+        .fetch_all(&mut *connection)
+        .await
+        .unwrap();
+    queued.sort();
+    let mut expected = vec![format!("learned-{}", first[0].fact.id), format!("learned-{}", batch[1].fact.id)];
+    expected.sort();
+    assert_eq!((facts, queued), (2, expected), "one row and one message per fact stored, none for the duplicate");
     drop(connection);
     env.cleanup().await;
 }

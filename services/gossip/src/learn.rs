@@ -15,7 +15,7 @@ use npcmem_core::wire::{
     KnowledgeCategory, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, WorldFact,
 };
 use npcmem_store::factions::{self, FactionMembership, Side};
-use npcmem_store::knowledge::{self, NewFact, Profile, Source};
+use npcmem_store::knowledge::{self, Known, NewFact, Profile, Source};
 use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgConnection, PgPool, StoreError, privacy};
 use tracing::warn;
@@ -123,12 +123,14 @@ pub async fn prepare_facts(
 /// Writes prepared facts with their `event.knowledge.learned` and any `extra` message per
 /// fact (both queued only for facts actually inserted), applies the revisions of the
 /// inserted ones, and holds the `capped` holders to the per-NPC cap. Unless
-/// [`Prepared::needs_transaction`] is false, call inside a transaction.
+/// [`Prepared::needs_transaction`] is false, call inside a transaction (and then with
+/// [`Known::Possible`]).
 pub async fn write_facts(
     connection: &mut PgConnection,
     topology: &Topology,
     prepared: Prepared,
     capped: &[Uuid],
+    known: Known,
     extra: impl Fn(&NewFact) -> Option<OutboxMessage>,
 ) -> Result<Stored, StoreError> {
     let Prepared { facts, revisions } = prepared;
@@ -139,7 +141,8 @@ pub async fn write_facts(
             messages.push((new.fact.id, message));
         }
     }
-    let inserted: HashSet<Uuid> = knowledge::insert_facts(connection, &facts, &messages).await?.into_iter().collect();
+    let inserted: HashSet<Uuid> =
+        knowledge::insert_facts(connection, &facts, &messages, known).await?.into_iter().collect();
     // A redelivered fact was stored (and revised what it contradicts) the first time.
     let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
     knowledge::apply_revisions(connection, &revisions).await?;
@@ -159,7 +162,7 @@ pub async fn store_facts(
         return Ok(Stored::default());
     }
     let prepared = prepare_facts(connection, facts, Check::Every).await?;
-    write_facts(connection, topology, prepared, capped, |_| None).await
+    write_facts(connection, topology, prepared, capped, Known::Possible, |_| None).await
 }
 
 /// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.

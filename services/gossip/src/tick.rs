@@ -14,7 +14,7 @@ use npcmem_bus::Topology;
 use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
-use npcmem_store::knowledge::{self, NewFact, Source, WorldChanges};
+use npcmem_store::knowledge::{self, Known, NewFact, Source, WorldChanges};
 use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgPool, StoreError, switches};
 use uuid::Uuid;
@@ -429,11 +429,12 @@ async fn write_planned(pool: &PgPool, topology: &Topology, write: PlannedWrite) 
     // Usually one statement, atomic by itself: the facts and their outbox rows.
     let stored = if prepared.needs_transaction(&near_cap) {
         let mut transaction = sqlx::Connection::begin(&mut *connection).await?;
-        let stored = write_facts(&mut transaction, topology, prepared, &near_cap, secret).await?;
+        let stored = write_facts(&mut transaction, topology, prepared, &near_cap, Known::Possible, secret).await?;
         transaction.commit().await?;
         stored
     } else {
-        write_facts(&mut connection, topology, prepared, &near_cap, secret).await?
+        // The leader plans only exchanges its listeners do not know (as far as it knows).
+        write_facts(&mut connection, topology, prepared, &near_cap, Known::Unlikely, secret).await?
     };
     Ok(Some(stored))
 }

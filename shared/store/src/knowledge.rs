@@ -40,6 +40,21 @@ pub struct NewFact {
     pub speaker_id: Option<Uuid>,
 }
 
+/// Whether a batch of new facts may hold some their holders already know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// Redeliveries and replays: duplicates are skipped row by row.
+    Possible,
+    /// The caller checked against what it knows (the gossip leader's memory): the batch is
+    /// first inserted as is, which costs Postgres less than checking every row for a
+    /// conflict, and only when a duplicate turns up anyway is it inserted again the careful
+    /// way. The failed statement aborts a surrounding transaction: only outside one.
+    Unlikely,
+}
+
+/// The constraint that makes a fact unique per holder and origin (migration 0007).
+const UNIQUE_PER_HOLDER: &str = "knowledge_facts_npc_id_origin_fact_id_key";
+
 /// Inserts facts an NPC does not know yet (unique per holder and origin) and, in the same
 /// statement, queues the outbox messages of the facts actually inserted (each message
 /// names its fact), so a duplicate announces nothing and a tick's write is one round
@@ -49,10 +64,62 @@ pub async fn insert_facts(
     connection: &mut PgConnection,
     facts: &[NewFact],
     messages: &[(Uuid, OutboxMessage)],
+    known: Known,
 ) -> StoreResult<Vec<Uuid>> {
     if facts.is_empty() {
         return Ok(Vec::new());
     }
+    if known == Known::Unlikely {
+        match insert_facts_as(connection, facts, messages, INSERT_NEW_FACTS).await {
+            Err(sqlx::Error::Database(error)) if error.constraint() == Some(UNIQUE_PER_HOLDER) => {
+                tracing::debug!("a fact thought new was known: inserting again, skipping duplicates");
+            }
+            inserted => return Ok(inserted?),
+        }
+    }
+    Ok(insert_facts_as(connection, facts, messages, INSERT_FACTS_SKIPPING_KNOWN).await?)
+}
+
+/// The insert of [`insert_facts`], with `$conflict` after the facts' `INSERT`.
+macro_rules! insert_facts_sql {
+    ($conflict:literal) => {
+        concat!(
+            "WITH inserted AS (
+             INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
+                                          source, source_memory_id, origin_fact_id, hop_count, provenance,
+                                          speaker_id, expires_at)
+             SELECT id, npc_id, category, subject_id, content, tags::text[], confidence, importance, source,
+                    source_memory_id, origin_fact_id, hop_count, provenance::uuid[], speaker_id, expires_at
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::float8[],
+                         $8::float8[], $9::text[], $10::uuid[], $11::uuid[], $12::int4[], $13::text[], $14::uuid[],
+                         $15::timestamptz[])
+                  AS r(id, npc_id, category, subject_id, content, tags, confidence, importance, source,
+                       source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
+             ORDER BY npc_id, origin_fact_id ",
+            $conflict,
+            "
+             RETURNING id),
+         queued AS (
+             INSERT INTO outbox (subject, msg_id, payload, headers)
+             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
+             FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
+                  AS m(fact_id, subject, msg_id, payload, headers, position)
+             WHERE m.fact_id IN (SELECT id FROM inserted)
+             ORDER BY m.position)
+         SELECT id FROM inserted"
+        )
+    };
+}
+
+const INSERT_NEW_FACTS: &str = insert_facts_sql!("");
+const INSERT_FACTS_SKIPPING_KNOWN: &str = insert_facts_sql!("ON CONFLICT (npc_id, origin_fact_id) DO NOTHING");
+
+async fn insert_facts_as(
+    connection: &mut PgConnection,
+    facts: &[NewFact],
+    messages: &[(Uuid, OutboxMessage)],
+    sql: &'static str,
+) -> Result<Vec<Uuid>, sqlx::Error> {
     // Typed arrays, one per column (binary, far cheaper to decode than a JSON document);
     // the ragged columns (tags, provenance) travel as array literals, one per row.
     let ids: Vec<Uuid> = facts.iter().map(|new| new.fact.id).collect();
@@ -78,53 +145,29 @@ pub async fn insert_facts(
         .iter()
         .map(|(_, m)| serde_json::to_string(&m.headers).expect("string maps always serialise"))
         .collect();
-    let inserted: Vec<Uuid> = sqlx::query_scalar(
-        "WITH inserted AS (
-             INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
-                                          source, source_memory_id, origin_fact_id, hop_count, provenance,
-                                          speaker_id, expires_at)
-             SELECT id, npc_id, category, subject_id, content, tags::text[], confidence, importance, source,
-                    source_memory_id, origin_fact_id, hop_count, provenance::uuid[], speaker_id, expires_at
-             FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::float8[],
-                         $8::float8[], $9::text[], $10::uuid[], $11::uuid[], $12::int4[], $13::text[], $14::uuid[],
-                         $15::timestamptz[])
-                  AS r(id, npc_id, category, subject_id, content, tags, confidence, importance, source,
-                       source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
-             ORDER BY npc_id, origin_fact_id
-             ON CONFLICT (npc_id, origin_fact_id) DO NOTHING
-             RETURNING id),
-         queued AS (
-             INSERT INTO outbox (subject, msg_id, payload, headers)
-             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
-             FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
-                  AS m(fact_id, subject, msg_id, payload, headers, position)
-             WHERE m.fact_id IN (SELECT id FROM inserted)
-             ORDER BY m.position)
-         SELECT id FROM inserted",
-    )
-    .bind(&ids)
-    .bind(&holders)
-    .bind(&categories)
-    .bind(&subjects)
-    .bind(&contents)
-    .bind(&tags)
-    .bind(&confidences)
-    .bind(&importances)
-    .bind(&sources)
-    .bind(&memory_ids)
-    .bind(&origins)
-    .bind(&hops)
-    .bind(&provenances)
-    .bind(&speakers)
-    .bind(&expiries)
-    .bind(&fact_ids)
-    .bind(&subjects_out)
-    .bind(&msg_ids)
-    .bind(&payloads)
-    .bind(&headers)
-    .fetch_all(&mut *connection)
-    .await?;
-    Ok(inserted)
+    sqlx::query_scalar(sql)
+        .bind(&ids)
+        .bind(&holders)
+        .bind(&categories)
+        .bind(&subjects)
+        .bind(&contents)
+        .bind(&tags)
+        .bind(&confidences)
+        .bind(&importances)
+        .bind(&sources)
+        .bind(&memory_ids)
+        .bind(&origins)
+        .bind(&hops)
+        .bind(&provenances)
+        .bind(&speakers)
+        .bind(&expiries)
+        .bind(&fact_ids)
+        .bind(&subjects_out)
+        .bind(&msg_ids)
+        .bind(&payloads)
+        .bind(&headers)
+        .fetch_all(&mut *connection)
+        .await
 }
 
 /// A Postgres array literal (`{"a","b \\"c\\""}`) of the items' text: every element
