@@ -16,7 +16,9 @@ use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
 use npcmem_store::knowledge::{self, Known, NewFact, Source, WorldChanges};
 use npcmem_store::outbox::OutboxMessage;
-use npcmem_store::{PgPool, StoreError, switches};
+use npcmem_store::{PgConnection, PgPool, StoreError, switches};
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
 use uuid::Uuid;
 
 use crate::learn::{Check, Stored, prepare_facts, write_facts};
@@ -87,6 +89,10 @@ pub struct Ticker {
     enabled: bool,
     changes: Option<ChangeWatch>,
     last_load: Option<Instant>,
+    /// The connection ticks commit on, kept between ticks: acquiring from the pool tests
+    /// a connection with a round trip first (0.1 ms of a 4 ms tick, measured). Dropped
+    /// after a failed tick, so a broken one goes back to the pool to be tested.
+    writer: Option<PoolConnection<Postgres>>,
 }
 
 /// Without a notification the leader still reloads this often: a safety net for writers
@@ -118,6 +124,7 @@ impl Ticker {
             enabled: true,
             changes: None,
             last_load: None,
+            writer: None,
         }
     }
 
@@ -332,8 +339,18 @@ impl Ticker {
         let reload = self.take_reload();
         let (pool, topology, watermark) = (&self.pool, &self.topology, self.world.watermark);
         let load_changes = async move { if reload { load(pool, watermark).await.map(Some) } else { Ok(None) } };
-        let ((loaded, load_time), (stored, commit)) =
-            tokio::try_join!(timed(load_changes), timed(write_planned(pool, topology, write)))?;
+        let writer = self.writer.take();
+        let commit_planned = async move {
+            let mut connection = match writer {
+                Some(connection) => connection,
+                None => pool.acquire().await?,
+            };
+            let stored = write_planned(&mut connection, topology, write).await?;
+            Ok((stored, connection))
+        };
+        let ((loaded, load_time), ((stored, writer), commit)) =
+            tokio::try_join!(timed(load_changes), timed(commit_planned))?;
+        self.writer = Some(writer);
         refresh += load_time;
         if let Some(loaded) = loaded {
             self.apply_loaded(loaded, now);
@@ -418,23 +435,26 @@ struct PlannedWrite {
 }
 
 /// Commits a tick's exchanges with their outbox rows (nothing to do without exchanges).
-async fn write_planned(pool: &PgPool, topology: &Topology, write: PlannedWrite) -> Result<Option<Stored>, StoreError> {
+async fn write_planned(
+    connection: &mut PgConnection,
+    topology: &Topology,
+    write: PlannedWrite,
+) -> Result<Option<Stored>, StoreError> {
     if write.facts.is_empty() {
         return Ok(None);
     }
     let PlannedWrite { facts, suspects, near_cap, now } = write;
     let secret = |new: &NewFact| new.fact.is_secret().then(|| secret_learned(topology, &new.fact, new.speaker_id, now));
-    let mut connection = pool.acquire().await?;
-    let prepared = prepare_facts(&mut connection, facts, Check::Only(&suspects)).await?;
+    let prepared = prepare_facts(connection, facts, Check::Only(&suspects)).await?;
     // Usually one statement, atomic by itself: the facts and their outbox rows.
     let stored = if prepared.needs_transaction(&near_cap) {
-        let mut transaction = sqlx::Connection::begin(&mut *connection).await?;
+        let mut transaction = sqlx::Connection::begin(connection).await?;
         let stored = write_facts(&mut transaction, topology, prepared, &near_cap, Known::Possible, secret).await?;
         transaction.commit().await?;
         stored
     } else {
         // The leader plans only exchanges its listeners do not know (as far as it knows).
-        write_facts(&mut connection, topology, prepared, &near_cap, Known::Unlikely, secret).await?
+        write_facts(connection, topology, prepared, &near_cap, Known::Unlikely, secret).await?
     };
     Ok(Some(stored))
 }
