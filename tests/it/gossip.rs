@@ -292,6 +292,47 @@ async fn a_restart_mid_spread_loses_and_duplicates_nothing() {
     env.cleanup().await;
 }
 
+/// The leader plans on what it last loaded: a listener that learned the same fact
+/// directly in the meantime is told nothing twice, and nothing is announced for it.
+#[tokio::test]
+async fn a_leader_whose_memory_lags_tells_nobody_what_they_learned_meanwhile() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    move_npc(&env, teller, "tavern").await;
+    move_npc(&env, listener, "tavern").await;
+    let news = author(&env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
+    wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
+    wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let mut leader = ticker(&env, 0).await;
+    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    // The listener hears the same news first hand; the leader has not loaded it yet.
+    world(
+        &env,
+        "world.fact",
+        json!({"fact_id": news, "npc_ids": [listener], "category": "world_event",
+        "content": "The bridge is out", "importance": 0.9, "confidence": 1.0}),
+    )
+    .await;
+    wait_rows(&env, "the listener's own copy", "SELECT count(*) FROM knowledge_facts", 2).await;
+    wait_rows(&env, "announcements published", "SELECT count(*) FROM outbox", 0).await;
+    leader.budget = 5;
+    let report = leader.tick().await.expect("the tick commits");
+    assert_eq!(report.exchanges, 0, "the planned exchange did not happen: the listener knew");
+    assert_eq!(ticks(&mut leader, 2).await, 0, "once loaded, nothing is planned for it either");
+    let sources: Vec<String> =
+        sqlx::query_scalar("SELECT source FROM knowledge_facts WHERE npc_id = $1 AND origin_fact_id = $2")
+            .bind(listener)
+            .bind(news)
+            .fetch_all(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(sources, vec!["authored".to_owned()], "only the first-hand copy");
+    assert_eq!(env.count("SELECT count(*) FROM outbox").await, 0, "no gossip copy announced");
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
 async fn observe(env: &TestEnv, witness: Uuid, subject: Uuid, content: &str, tags: &[&str]) -> Uuid {
     let observation_id = Uuid::new_v4();
     world(

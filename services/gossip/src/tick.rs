@@ -355,11 +355,13 @@ impl Ticker {
         if let Some(loaded) = loaded {
             self.apply_loaded(loaded, now);
         }
+        // Planned exchanges a listener turned out to know already did not happen.
+        let exchanges = stored.as_ref().map_or(0, |stored| stored.facts.len());
         if let Some(stored) = stored {
             self.apply_stored(stored, now).await;
         }
         Ok(TickReport {
-            exchanges: planned.len(),
+            exchanges,
             pairs_tried,
             rebuilt_pairs,
             duration: started.elapsed(),
