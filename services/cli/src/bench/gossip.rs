@@ -87,6 +87,14 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
     .await?;
     let raw_ms = raw_started.elapsed().as_secs_f64() * 1000.0;
     println!("raw baseline: one INSERT of 1,000 fact rows: {raw_ms:.1} ms");
+    let raw_tick = raw_tick_writes(pool, args.ticks).await?;
+    println!(
+        "raw baseline: a budget-100 tick's write alone (100 fact rows and 100 outbox rows of {RAW_PAYLOAD_BYTES} bytes in one statement, \
+         on copies of the tables), {} times: p50 {:.2} ms, p99 {:.2} ms",
+        args.ticks,
+        raw_tick.p50_ms(),
+        raw_tick.p99_ms()
+    );
 
     let mut ticker = Ticker::new(pool.clone(), scratch.topology.clone(), None, 1);
     ticker.watch_changes().await?;
@@ -99,7 +107,11 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
     );
     for budget in &args.budgets {
         ticker.budget = *budget;
-        measure_ticks(&mut ticker, pool, &format!("budget {budget}"), args.ticks, &[], args.rooms).await?;
+        let label = format!("budget {budget}");
+        let measured = measure_ticks(&mut ticker, pool, &label, args.ticks, &[], args.rooms).await?;
+        if *budget == 100 {
+            print_ratio(&measured, &raw_tick);
+        }
     }
     print_world(&ticker, "after the still world's ticks");
     // A world on the move: before each tick, 100 NPCs move (written as the world consumer
@@ -110,7 +122,8 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
         .await?;
     ticker.budget = 100;
     let label = format!("budget 100, {MOVES_PER_TICK} NPCs moving before each tick");
-    measure_ticks(&mut ticker, pool, &label, args.ticks, &movers, args.rooms).await?;
+    let measured = measure_ticks(&mut ticker, pool, &label, args.ticks, &movers, args.rooms).await?;
+    print_ratio(&measured, &raw_tick);
     let npcs: Vec<uuid::Uuid> =
         sqlx::query_scalar("SELECT npc_id FROM npc_locations LIMIT 1000").fetch_all(pool).await?;
     for (index, npc) in npcs.iter().enumerate() {
@@ -138,7 +151,7 @@ async fn measure_ticks(
     ticks: usize,
     movers: &[uuid::Uuid],
     rooms: i64,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Latencies> {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let (mut exchanges, mut reloads) = (0, 0);
     let (mut busy, mut refresh, mut commit) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -175,7 +188,72 @@ async fn measure_ticks(
         mean(commit),
         mean(busy.saturating_sub(refresh.max(commit)))
     );
-    Ok(())
+    Ok(Latencies(histogram))
+}
+
+/// Durations in microseconds.
+struct Latencies(Histogram<u64>);
+
+impl Latencies {
+    fn p50_ms(&self) -> f64 {
+        self.0.value_at_quantile(0.5) as f64 / 1000.0
+    }
+
+    fn p99_ms(&self) -> f64 {
+        self.0.value_at_quantile(0.99) as f64 / 1000.0
+    }
+}
+
+fn print_ratio(ticks: &Latencies, raw: &Latencies) {
+    println!(
+        "  vs the raw write of a budget-100 tick: p50 {:.2}x, p99 {:.2}x",
+        ticks.p50_ms() / raw.p50_ms(),
+        ticks.p99_ms() / raw.p99_ms()
+    );
+}
+
+/// Roughly the size of an `event.knowledge.learned` payload.
+const RAW_PAYLOAD_BYTES: usize = 650;
+
+/// The database's share of a budget-100 tick without the leader: the same rows in one
+/// statement and commit, into copies of the two tables as full as the real ones (so the
+/// ticks measured after are not disturbed), `times` times back to back.
+async fn raw_tick_writes(pool: &sqlx::PgPool, times: usize) -> anyhow::Result<Latencies> {
+    sqlx::raw_sql(
+        "CREATE TABLE raw_facts (LIKE knowledge_facts INCLUDING ALL);
+         INSERT INTO raw_facts SELECT * FROM knowledge_facts;
+         CREATE TABLE raw_outbox (LIKE outbox INCLUDING ALL);",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query("VACUUM ANALYZE raw_facts, raw_outbox").execute(pool).await?;
+    let payload = vec![b'x'; RAW_PAYLOAD_BYTES];
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut connection = pool.acquire().await?;
+    for _ in 0..times {
+        // Time-ordered ids, as the leader's.
+        let ids: Vec<uuid::Uuid> = (0..100).map(|_| uuid::Uuid::now_v7()).collect();
+        let started = Instant::now();
+        sqlx::query(
+            "WITH facts AS (
+                 INSERT INTO raw_facts (id, npc_id, category, content, tags, confidence, importance, source,
+                                        origin_fact_id, hop_count, provenance, speaker_id)
+                 SELECT id, gen_random_uuid(), 'world_event', 'Bandits were seen near room-1234', '{bandits}',
+                        0.8, 0.8, 'gossip', gen_random_uuid(), 1, ARRAY[gen_random_uuid()], gen_random_uuid()
+                 FROM UNNEST($2::uuid[]) AS id
+                 RETURNING id)
+             INSERT INTO raw_outbox (subject, msg_id, payload)
+             SELECT 'raw.knowledge.learned', 'learned-' || id, $1 FROM facts",
+        )
+        .bind(&payload)
+        .bind(&ids)
+        .execute(&mut *connection)
+        .await?;
+        histogram.record((started.elapsed().as_micros() as u64).max(1))?;
+    }
+    drop(connection);
+    sqlx::raw_sql("DROP TABLE raw_facts, raw_outbox").execute(pool).await?;
+    Ok(Latencies(histogram))
 }
 
 /// The leader's world and the bench process's RSS (the world is most of it).
