@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use npcmem_gossip::tick::Ticker;
 use npcmem_service::CommonConfig;
 use npcmem_store::knowledge;
+use uuid::Uuid;
 
 use super::scratch::Scratch;
 
@@ -116,7 +117,7 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
     print_world(&ticker, "after the still world's ticks");
     // A world on the move: before each tick, 100 NPCs move (written as the world consumer
     // writes them), so the tick reloads and re-pairs their rooms.
-    let movers: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT npc_id FROM npc_locations ORDER BY npc_id LIMIT $1")
+    let movers: Vec<Uuid> = sqlx::query_scalar("SELECT npc_id FROM npc_locations ORDER BY npc_id LIMIT $1")
         .bind((args.ticks * MOVES_PER_TICK) as i64)
         .fetch_all(pool)
         .await?;
@@ -124,8 +125,7 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
     let label = format!("budget 100, {MOVES_PER_TICK} NPCs moving before each tick");
     let measured = measure_ticks(&mut ticker, pool, &label, args.ticks, &movers, args.rooms).await?;
     print_ratio(&measured, &raw_tick);
-    let npcs: Vec<uuid::Uuid> =
-        sqlx::query_scalar("SELECT npc_id FROM npc_locations LIMIT 1000").fetch_all(pool).await?;
+    let npcs: Vec<Uuid> = sqlx::query_scalar("SELECT npc_id FROM npc_locations LIMIT 1000").fetch_all(pool).await?;
     for (index, npc) in npcs.iter().enumerate() {
         ticker.world.queue.moved(*npc, &format!("room-{}", (index * 7919) as i64 % args.rooms));
     }
@@ -149,7 +149,7 @@ async fn measure_ticks(
     pool: &sqlx::PgPool,
     label: &str,
     ticks: usize,
-    movers: &[uuid::Uuid],
+    movers: &[Uuid],
     rooms: i64,
 ) -> anyhow::Result<Latencies> {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
@@ -215,9 +215,10 @@ fn print_ratio(ticks: &Latencies, raw: &Latencies) {
 /// Roughly the size of an `event.knowledge.learned` payload.
 const RAW_PAYLOAD_BYTES: usize = 650;
 
-/// The database's share of a budget-100 tick without the leader: the same rows in one
-/// statement and commit, into copies of the two tables as full as the real ones (so the
-/// ticks measured after are not disturbed), `times` times back to back.
+/// The database's share of a budget-100 tick without the leader: as many fact and outbox
+/// rows of the same size in one plain statement and commit (no duplicate check, no
+/// triggers), into copies of the two tables as full as the real ones (so the ticks
+/// measured after are not disturbed), `times` times back to back.
 async fn raw_tick_writes(pool: &sqlx::PgPool, times: usize) -> anyhow::Result<Latencies> {
     sqlx::raw_sql(
         "CREATE TABLE raw_facts (LIKE knowledge_facts INCLUDING ALL);
@@ -227,26 +228,33 @@ async fn raw_tick_writes(pool: &sqlx::PgPool, times: usize) -> anyhow::Result<La
     .execute(pool)
     .await?;
     sqlx::query("VACUUM ANALYZE raw_facts, raw_outbox").execute(pool).await?;
-    let payload = vec![b'x'; RAW_PAYLOAD_BYTES];
+    let payloads = vec![vec![b'x'; RAW_PAYLOAD_BYTES]; 100];
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let mut connection = pool.acquire().await?;
     for _ in 0..times {
-        // Time-ordered ids, as the leader's.
-        let ids: Vec<uuid::Uuid> = (0..100).map(|_| uuid::Uuid::now_v7()).collect();
+        // Every value bound, as the leader binds them (time-ordered fact ids, as its own).
+        let ids: Vec<Uuid> = (0..100).map(|_| Uuid::now_v7()).collect();
+        let npcs: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
+        let origins: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
+        let speakers: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
+        let msg_ids: Vec<String> = ids.iter().map(|id| format!("learned-{id}")).collect();
         let started = Instant::now();
         sqlx::query(
             "WITH facts AS (
                  INSERT INTO raw_facts (id, npc_id, category, content, tags, confidence, importance, source,
                                         origin_fact_id, hop_count, provenance, speaker_id)
-                 SELECT id, gen_random_uuid(), 'world_event', 'Bandits were seen near room-1234', '{bandits}',
-                        0.8, 0.8, 'gossip', gen_random_uuid(), 1, ARRAY[gen_random_uuid()], gen_random_uuid()
-                 FROM UNNEST($2::uuid[]) AS id
-                 RETURNING id)
+                 SELECT id, npc_id, 'world_event', 'Bandits were seen near room-1234', '{bandits}', 0.8, 0.8,
+                        'gossip', origin_fact_id, 1, ARRAY[speaker_id], speaker_id
+                 FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[]) AS r(id, npc_id, origin_fact_id, speaker_id))
              INSERT INTO raw_outbox (subject, msg_id, payload)
-             SELECT 'raw.knowledge.learned', 'learned-' || id, $1 FROM facts",
+             SELECT 'raw.knowledge.learned', msg_id, payload FROM UNNEST($5::text[], $6::bytea[]) AS m(msg_id, payload)",
         )
-        .bind(&payload)
         .bind(&ids)
+        .bind(&npcs)
+        .bind(&origins)
+        .bind(&speakers)
+        .bind(&msg_ids)
+        .bind(&payloads)
         .execute(&mut *connection)
         .await?;
         histogram.record((started.elapsed().as_micros() as u64).max(1))?;
