@@ -225,6 +225,10 @@ async fn a_game_server_subscriber_receives_hostile_and_trusted_ally_once_each() 
         publish_event_with_factions(&env, &pair, &[THREAT], day(n), &["city_guard"], &[]).await;
         n += 1;
     }
+    // Relate applies conversations in delivery order: a threat redelivered after the
+    // gifts (a retried batch on a loaded machine) would end the story lower, so the
+    // threats land first.
+    wait_applied(&env, 6).await;
     for _ in 0..12 {
         publish_event_with_factions(&env, &pair, &[HEROIC, GIFT], day(n), &["city_guard"], &[]).await;
         n += 1;
