@@ -134,7 +134,7 @@ async fn lead(
                 Ok(mut connection) => match maintenance::try_lock_job(&mut connection, LEADER_JOB).await {
                     Ok(true) => {
                         info!("gossip leader: this replica ticks");
-                        ticker.world = tick::World::default();
+                        ticker.start_over();
                         if let Err(error) = ticker.watch_changes().await {
                             warn!(%error, "gossip leader cannot listen for world changes; it reloads every tick");
                         }

@@ -128,6 +128,14 @@ impl Ticker {
         }
     }
 
+    /// Forgets the world and the writer connection, for a replica taking the lead: the
+    /// world is loaded afresh, and a connection from an earlier term (perhaps to a
+    /// Postgres that restarted since) is not trusted with the first tick.
+    pub fn start_over(&mut self) {
+        self.world = World::default();
+        self.writer = None;
+    }
+
     /// Listens for changes to the world, so that ticks in a world where nothing changed
     /// skip their refresh. Call before the first tick (a notification sent before the
     /// listener is up is lost; the first tick loads everything anyway).
