@@ -80,9 +80,10 @@ pub async fn insert_facts(
     Ok(insert_facts_as(connection, facts, messages, INSERT_FACTS_SKIPPING_KNOWN).await?)
 }
 
-/// The insert of [`insert_facts`], with `$conflict` after the facts' `INSERT`.
+/// The insert of [`insert_facts`]: `$conflict` follows the facts' `INSERT`, and `$queue`
+/// is the outbox rows' source.
 macro_rules! insert_facts_sql {
-    ($conflict:literal) => {
+    ($conflict:literal, $queue:literal) => {
         concat!(
             "WITH inserted AS (
              INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
@@ -101,18 +102,28 @@ macro_rules! insert_facts_sql {
              RETURNING id),
          queued AS (
              INSERT INTO outbox (subject, msg_id, payload, headers)
-             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
-             FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
-                  AS m(fact_id, subject, msg_id, payload, headers, position)
-             WHERE m.fact_id IN (SELECT id FROM inserted)
-             ORDER BY m.position)
+             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb ",
+            $queue,
+            ")
          SELECT id FROM inserted"
         )
     };
 }
 
-const INSERT_NEW_FACTS: &str = insert_facts_sql!("");
-const INSERT_FACTS_SKIPPING_KNOWN: &str = insert_facts_sql!("ON CONFLICT (npc_id, origin_fact_id) DO NOTHING");
+/// All or nothing: every message goes out, in the order given (a function scan keeps it).
+const INSERT_NEW_FACTS: &str = insert_facts_sql!(
+    "",
+    "FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[])
+                  AS m(fact_id, subject, msg_id, payload, headers)"
+);
+/// Only the messages of facts inserted, in order.
+const INSERT_FACTS_SKIPPING_KNOWN: &str = insert_facts_sql!(
+    "ON CONFLICT (npc_id, origin_fact_id) DO NOTHING",
+    "FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
+                  AS m(fact_id, subject, msg_id, payload, headers, position)
+             WHERE m.fact_id IN (SELECT id FROM inserted)
+             ORDER BY m.position"
+);
 
 async fn insert_facts_as(
     connection: &mut PgConnection,
