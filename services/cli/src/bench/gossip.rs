@@ -152,7 +152,7 @@ async fn measure_ticks(
     movers: &[Uuid],
     rooms: i64,
 ) -> anyhow::Result<Latencies> {
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut latencies = Latencies::new()?;
     let (mut exchanges, mut reloads) = (0, 0);
     let (mut busy, mut refresh, mut commit) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     for (tick, moving) in (0..ticks).zip(movers.chunks(MOVES_PER_TICK).map(Some).chain(std::iter::repeat(None))) {
@@ -167,7 +167,7 @@ async fn measure_ticks(
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         let report = ticker.tick().await?;
-        histogram.record((report.duration.as_micros() as u64).max(1))?;
+        latencies.record(report.duration)?;
         exchanges += report.exchanges;
         reloads += usize::from(report.reloaded);
         busy += report.duration;
@@ -177,9 +177,9 @@ async fn measure_ticks(
     let mean = |total: Duration| total.as_secs_f64() * 1000.0 / ticks as f64;
     println!(
         "{label}: tick p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {exchanges} exchanges in {ticks} ticks, {:.0} exchanges/s of tick time",
-        histogram.value_at_quantile(0.5) as f64 / 1000.0,
-        histogram.value_at_quantile(0.99) as f64 / 1000.0,
-        histogram.max() as f64 / 1000.0,
+        latencies.p50_ms(),
+        latencies.p99_ms(),
+        latencies.0.max() as f64 / 1000.0,
         exchanges as f64 / busy.as_secs_f64().max(1e-9)
     );
     println!(
@@ -188,13 +188,22 @@ async fn measure_ticks(
         mean(commit),
         mean(busy.saturating_sub(refresh.max(commit)))
     );
-    Ok(Latencies(histogram))
+    Ok(latencies)
 }
 
 /// Durations in microseconds.
 struct Latencies(Histogram<u64>);
 
 impl Latencies {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self(Histogram::new_with_bounds(1, 60_000_000, 3)?))
+    }
+
+    fn record(&mut self, duration: Duration) -> anyhow::Result<()> {
+        self.0.record((duration.as_micros() as u64).max(1))?;
+        Ok(())
+    }
+
     fn p50_ms(&self) -> f64 {
         self.0.value_at_quantile(0.5) as f64 / 1000.0
     }
@@ -229,7 +238,7 @@ async fn raw_tick_writes(pool: &sqlx::PgPool, times: usize) -> anyhow::Result<La
     .await?;
     sqlx::query("VACUUM ANALYZE raw_facts, raw_outbox").execute(pool).await?;
     let payloads = vec![vec![b'x'; RAW_PAYLOAD_BYTES]; 100];
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut latencies = Latencies::new()?;
     let mut connection = pool.acquire().await?;
     for _ in 0..times {
         // Every value bound, as the leader binds them (time-ordered fact ids, as its own).
@@ -257,11 +266,11 @@ async fn raw_tick_writes(pool: &sqlx::PgPool, times: usize) -> anyhow::Result<La
         .bind(&payloads)
         .execute(&mut *connection)
         .await?;
-        histogram.record((started.elapsed().as_micros() as u64).max(1))?;
+        latencies.record(started.elapsed())?;
     }
     drop(connection);
     sqlx::raw_sql("DROP TABLE raw_facts, raw_outbox").execute(pool).await?;
-    Ok(Latencies(histogram))
+    Ok(latencies)
 }
 
 /// The leader's world and the bench process's RSS (the world is most of it).
