@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use npcmem_core::gossip::contradiction::{Outcome, Revision};
 use npcmem_core::gossip::{Drives, HeldFact, MAX_FACTS_PER_NPC};
 use npcmem_core::wire::KnowledgeCategory;
-use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments, PgConnection};
 use uuid::Uuid;
 
 use crate::error::StoreResult;
@@ -70,23 +71,28 @@ pub async fn insert_facts(
         return Ok(Vec::new());
     }
     if known == Known::Unlikely {
-        match insert_facts_as(connection, facts, messages, INSERT_NEW_FACTS).await {
+        // All or nothing: on success every fact was stored, so no ids need to come back.
+        match sqlx::query_with(INSERT_NEW_FACTS, fact_arguments(facts, messages)?).execute(&mut *connection).await {
             Err(sqlx::Error::Database(error)) if error.constraint() == Some(UNIQUE_PER_HOLDER) => {
                 tracing::debug!("a fact thought new was known: inserting again, skipping duplicates");
             }
-            inserted => return Ok(inserted?),
+            inserted => {
+                inserted?;
+                return Ok(facts.iter().map(|new| new.fact.id).collect());
+            }
         }
     }
-    Ok(insert_facts_as(connection, facts, messages, INSERT_FACTS_SKIPPING_KNOWN).await?)
+    let inserted = sqlx::query_scalar_with(INSERT_FACTS_SKIPPING_KNOWN, fact_arguments(facts, messages)?)
+        .fetch_all(&mut *connection)
+        .await?;
+    Ok(inserted)
 }
 
-/// The insert of [`insert_facts`]: `$conflict` follows the facts' `INSERT`, and `$queue`
-/// is the outbox rows' source.
+/// The facts' columns of [`insert_facts`]' statements.
 macro_rules! insert_facts_sql {
-    ($conflict:literal, $queue:literal) => {
+    ($conflict:literal) => {
         concat!(
-            "WITH inserted AS (
-             INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
+            "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
                                           source, source_memory_id, origin_fact_id, hop_count, provenance,
                                           speaker_id, expires_at)
              SELECT id, npc_id, category, subject_id, content, tags::text[], confidence, importance, source,
@@ -97,40 +103,48 @@ macro_rules! insert_facts_sql {
                   AS r(id, npc_id, category, subject_id, content, tags, confidence, importance, source,
                        source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
              ORDER BY npc_id, origin_fact_id ",
-            $conflict,
-            "
-             RETURNING id),
-         queued AS (
-             INSERT INTO outbox (subject, msg_id, payload, headers)
-             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb ",
-            $queue,
-            ")
-         SELECT id FROM inserted"
+            $conflict
+        )
+    };
+}
+
+/// The outbox columns (those of `outbox::enqueue`), each message naming its fact.
+macro_rules! queue_messages_sql {
+    ($numbered:literal) => {
+        concat!(
+            "INSERT INTO outbox (subject, msg_id, payload, headers)
+             SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
+             FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) ",
+            $numbered
         )
     };
 }
 
 /// All or nothing: every message goes out, in the order given (a function scan keeps it).
-const INSERT_NEW_FACTS: &str = insert_facts_sql!(
-    "",
-    "FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[])
-                  AS m(fact_id, subject, msg_id, payload, headers)"
+const INSERT_NEW_FACTS: &str = concat!(
+    "WITH inserted AS (",
+    insert_facts_sql!(""),
+    ")
+         ",
+    queue_messages_sql!("AS m(fact_id, subject, msg_id, payload, headers)")
 );
-/// Only the messages of facts inserted, in order.
-const INSERT_FACTS_SKIPPING_KNOWN: &str = insert_facts_sql!(
-    "ON CONFLICT (npc_id, origin_fact_id) DO NOTHING",
-    "FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
-                  AS m(fact_id, subject, msg_id, payload, headers, position)
+/// Only the messages of facts inserted, in order; returns the ids inserted.
+const INSERT_FACTS_SKIPPING_KNOWN: &str = concat!(
+    "WITH inserted AS (",
+    insert_facts_sql!("ON CONFLICT (npc_id, origin_fact_id) DO NOTHING RETURNING id"),
+    "),
+         queued AS (",
+    queue_messages_sql!(
+        "WITH ORDINALITY AS m(fact_id, subject, msg_id, payload, headers, position)
              WHERE m.fact_id IN (SELECT id FROM inserted)
              ORDER BY m.position"
+    ),
+    ")
+         SELECT id FROM inserted"
 );
 
-async fn insert_facts_as(
-    connection: &mut PgConnection,
-    facts: &[NewFact],
-    messages: &[(Uuid, OutboxMessage)],
-    sql: &'static str,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+/// The 20 arguments of [`insert_facts`]' statements.
+fn fact_arguments(facts: &[NewFact], messages: &[(Uuid, OutboxMessage)]) -> Result<PgArguments, sqlx::Error> {
     // Typed arrays, one per column (binary, far cheaper to decode than a JSON document);
     // the ragged columns (tags, provenance) travel as array literals, one per row.
     let ids: Vec<Uuid> = facts.iter().map(|new| new.fact.id).collect();
@@ -156,29 +170,13 @@ async fn insert_facts_as(
         .iter()
         .map(|(_, m)| serde_json::to_string(&m.headers).expect("string maps always serialise"))
         .collect();
-    sqlx::query_scalar(sql)
-        .bind(&ids)
-        .bind(&holders)
-        .bind(&categories)
-        .bind(&subjects)
-        .bind(&contents)
-        .bind(&tags)
-        .bind(&confidences)
-        .bind(&importances)
-        .bind(&sources)
-        .bind(&memory_ids)
-        .bind(&origins)
-        .bind(&hops)
-        .bind(&provenances)
-        .bind(&speakers)
-        .bind(&expiries)
-        .bind(&fact_ids)
-        .bind(&subjects_out)
-        .bind(&msg_ids)
-        .bind(&payloads)
-        .bind(&headers)
-        .fetch_all(&mut *connection)
-        .await
+    let mut arguments = PgArguments::default();
+    macro_rules! add {
+        ($($column:expr),*) => { $(arguments.add($column).map_err(sqlx::Error::Encode)?;)* };
+    }
+    add!(&ids, &holders, &categories, &subjects, &contents, &tags, &confidences, &importances, &sources, &memory_ids);
+    add!(&origins, &hops, &provenances, &speakers, &expiries, &fact_ids, &subjects_out, &msg_ids, &payloads, &headers);
+    Ok(arguments)
 }
 
 /// A Postgres array literal (`{"a","b \\"c\\""}`) of the items' text: every element
