@@ -4,6 +4,7 @@
 //! derive from the message, so a redelivery stores nothing twice.
 
 use foldhash::HashSet;
+use std::task::Poll;
 
 use chrono::{DateTime, Utc};
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
@@ -124,7 +125,8 @@ pub async fn prepare_facts(
 /// fact (both queued only for facts actually inserted), applies the revisions of the
 /// inserted ones, and holds the `capped` holders to the per-NPC cap. Unless
 /// [`Prepared::needs_transaction`] is false, call inside a transaction (and then with
-/// [`Known::Possible`]).
+/// [`Known::Possible`]). `meanwhile` runs while the insert is on its way, with the facts
+/// it stores unless the write fails or (only then) some turn out known already.
 pub async fn write_facts(
     connection: &mut PgConnection,
     topology: &Topology,
@@ -132,6 +134,7 @@ pub async fn write_facts(
     capped: &[Uuid],
     known: Known,
     extra: impl Fn(&NewFact) -> Option<OutboxMessage>,
+    meanwhile: impl FnOnce(&[NewFact]),
 ) -> Result<Stored, StoreError> {
     let Prepared { facts, revisions } = prepared;
     let mut messages = Vec::with_capacity(facts.len());
@@ -141,14 +144,26 @@ pub async fn write_facts(
             messages.push((new.fact.id, message));
         }
     }
-    let inserted: HashSet<Uuid> =
-        knowledge::insert_facts(connection, &facts, &messages, known).await?.into_iter().collect();
+    let insert = knowledge::insert_facts(connection, &facts, &messages, known);
+    let inserted: HashSet<Uuid> = overlapping(insert, || meanwhile(&facts)).await?.into_iter().collect();
     // A redelivered fact was stored (and revised what it contradicts) the first time.
     let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
     knowledge::apply_revisions(connection, &revisions).await?;
     knowledge::enforce_fact_caps(connection, capped).await?;
     let stored: Vec<NewFact> = facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).collect();
     Ok(Stored { facts: stored, revisions })
+}
+
+/// Awaits `future`, running `meanwhile` right after its first poll: for a statement, once
+/// it is sent, so that work runs while Postgres does its part.
+async fn overlapping<F: Future>(future: F, meanwhile: impl FnOnce()) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let first = futures::poll!(future.as_mut());
+    meanwhile();
+    match first {
+        Poll::Ready(output) => output,
+        Poll::Pending => future.await,
+    }
 }
 
 /// [`prepare_facts`] then [`write_facts`], every fact checked, in the caller's transaction.
@@ -162,7 +177,7 @@ pub async fn store_facts(
         return Ok(Stored::default());
     }
     let prepared = prepare_facts(connection, facts, Check::Every).await?;
-    write_facts(connection, topology, prepared, capped, Known::Possible, |_| None).await
+    write_facts(connection, topology, prepared, capped, Known::Possible, |_| None, |_| {}).await
 }
 
 /// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.

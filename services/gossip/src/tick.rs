@@ -77,6 +77,105 @@ impl World {
             queued_pairs: self.queue.len(),
         }
     }
+
+    fn apply_loaded(&mut self, loaded: WorldChanges, now: DateTime<Utc>) {
+        self.apply_moves_and_drives(loaded.locations, loaded.drives);
+        for change in loaded.facts {
+            if change.superseded {
+                self.note_known(change.fact.holder, change.fact.origin_fact_id);
+                self.forget_fact(change.fact.holder, change.fact.id);
+            } else {
+                self.note_claims(&change.fact);
+                self.add_fact(change.fact, now);
+            }
+        }
+        self.watermark = Some(loaded.horizon);
+    }
+
+    fn note_claims(&mut self, fact: &HeldFact) {
+        for key in contradiction::claim_keys(fact) {
+            self.claims.insert(holder_key(fact.holder, key));
+        }
+    }
+
+    /// Whether `fact` may contradict something its holder holds (a claim key matches).
+    fn may_contradict(&self, fact: &HeldFact) -> bool {
+        if self.claims.is_empty() {
+            return false;
+        }
+        contradiction::opposing_keys(fact).into_iter().any(|key| self.claims.contains(&holder_key(fact.holder, key)))
+    }
+
+    fn apply_moves_and_drives(&mut self, locations: Vec<(Uuid, String)>, drives: Vec<(Uuid, Drives)>) {
+        for (npc, room) in locations {
+            self.queue.moved(npc, &room);
+        }
+        for (npc, drives) in drives {
+            self.drives.insert(npc, drives);
+        }
+    }
+
+    /// Records a fact a tick stored (or is storing) for its listener.
+    fn take_in(&mut self, fact: HeldFact, now: DateTime<Utc>) {
+        self.note_claims(&fact);
+        self.add_fact(fact, now);
+    }
+
+    /// Records a fact its holder holds; the spreadable copy in memory is replaced (a
+    /// revision may have lowered its confidence) or dropped once no longer worth telling.
+    fn add_fact(&mut self, fact: HeldFact, now: DateTime<Utc>) {
+        self.note_known(fact.holder, fact.origin_fact_id);
+        let holder = fact.holder;
+        if !fact.gossip_worthy(now) {
+            self.forget_fact(holder, fact.id);
+            return;
+        }
+        let origin = fact.origin_fact_id;
+        let held = self.facts.entry(holder).or_default();
+        match held.iter_mut().find(|h| h.origin_fact_id == origin) {
+            Some(existing) => *existing = fact,
+            None => held.push(fact),
+        }
+        self.queue.set_talker(holder, true);
+        // Room mates who do not know it yet may hear it (a move pairs everyone else).
+        let known = &self.known;
+        self.queue.offer_to_mates(holder, |mate| !known.contains(&(mate, origin)));
+    }
+
+    /// Drops a fact from what `holder` may tell (superseded, or no longer worth it).
+    fn forget_fact(&mut self, holder: Uuid, fact_id: Uuid) {
+        let Some(held) = self.facts.get_mut(&holder) else { return };
+        held.retain(|h| h.id != fact_id);
+        if held.is_empty() {
+            self.facts.remove(&holder);
+            self.queue.set_talker(holder, false);
+        }
+    }
+
+    /// Applies revisions this leader's own exchanges made to facts listeners held.
+    fn apply_revisions(&mut self, revisions: &[Revision], now: DateTime<Utc>) {
+        for revision in revisions {
+            match revision.outcome {
+                Outcome::Superseded => self.forget_fact(revision.holder, revision.fact_id),
+                Outcome::Doubted { confidence } => {
+                    let held = self.facts.get_mut(&revision.holder);
+                    let Some(fact) = held.and_then(|held| held.iter_mut().find(|h| h.id == revision.fact_id)) else {
+                        continue;
+                    };
+                    fact.confidence = confidence;
+                    if !fact.gossip_worthy(now) {
+                        self.forget_fact(revision.holder, revision.fact_id);
+                    }
+                }
+            }
+        }
+    }
+
+    fn note_known(&mut self, holder: Uuid, origin: Uuid) {
+        if self.known.insert((holder, origin)) {
+            *self.held.entry(holder).or_default() += 1;
+        }
+    }
 }
 
 pub struct Ticker {
@@ -183,103 +282,8 @@ impl Ticker {
     /// clock skew lose nothing; rows seen twice are idempotent).
     pub async fn refresh(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
         let loaded = load(&self.pool, self.world.watermark).await?;
-        self.apply_loaded(loaded, now);
+        self.world.apply_loaded(loaded, now);
         Ok(())
-    }
-
-    fn apply_loaded(&mut self, loaded: WorldChanges, now: DateTime<Utc>) {
-        self.apply_moves_and_drives(loaded.locations, loaded.drives);
-        for change in loaded.facts {
-            if change.superseded {
-                self.note_known(change.fact.holder, change.fact.origin_fact_id);
-                self.forget_fact(change.fact.holder, change.fact.id);
-            } else {
-                self.note_claims(&change.fact);
-                self.add_fact(change.fact, now);
-            }
-        }
-        self.world.watermark = Some(loaded.horizon);
-    }
-
-    fn note_claims(&mut self, fact: &HeldFact) {
-        for key in contradiction::claim_keys(fact) {
-            self.world.claims.insert(holder_key(fact.holder, key));
-        }
-    }
-
-    /// Whether `fact` may contradict something its holder holds (a claim key matches).
-    fn may_contradict(&self, fact: &HeldFact) -> bool {
-        if self.world.claims.is_empty() {
-            return false;
-        }
-        contradiction::opposing_keys(fact)
-            .into_iter()
-            .any(|key| self.world.claims.contains(&holder_key(fact.holder, key)))
-    }
-
-    fn apply_moves_and_drives(&mut self, locations: Vec<(Uuid, String)>, drives: Vec<(Uuid, Drives)>) {
-        for (npc, room) in locations {
-            self.world.queue.moved(npc, &room);
-        }
-        for (npc, drives) in drives {
-            self.world.drives.insert(npc, drives);
-        }
-    }
-
-    /// Records a fact its holder holds; the spreadable copy in memory is replaced (a
-    /// revision may have lowered its confidence) or dropped once no longer worth telling.
-    fn add_fact(&mut self, fact: HeldFact, now: DateTime<Utc>) {
-        self.note_known(fact.holder, fact.origin_fact_id);
-        let holder = fact.holder;
-        if !fact.gossip_worthy(now) {
-            self.forget_fact(holder, fact.id);
-            return;
-        }
-        let origin = fact.origin_fact_id;
-        let held = self.world.facts.entry(holder).or_default();
-        match held.iter_mut().find(|h| h.origin_fact_id == origin) {
-            Some(existing) => *existing = fact,
-            None => held.push(fact),
-        }
-        self.world.queue.set_talker(holder, true);
-        // Room mates who do not know it yet may hear it (a move pairs everyone else).
-        let known = &self.world.known;
-        self.world.queue.offer_to_mates(holder, |mate| !known.contains(&(mate, origin)));
-    }
-
-    /// Drops a fact from what `holder` may tell (superseded, or no longer worth it).
-    fn forget_fact(&mut self, holder: Uuid, fact_id: Uuid) {
-        let Some(held) = self.world.facts.get_mut(&holder) else { return };
-        held.retain(|h| h.id != fact_id);
-        if held.is_empty() {
-            self.world.facts.remove(&holder);
-            self.world.queue.set_talker(holder, false);
-        }
-    }
-
-    /// Applies revisions this leader's own exchanges made to facts listeners held.
-    fn apply_revisions(&mut self, revisions: &[Revision], now: DateTime<Utc>) {
-        for revision in revisions {
-            match revision.outcome {
-                Outcome::Superseded => self.forget_fact(revision.holder, revision.fact_id),
-                Outcome::Doubted { confidence } => {
-                    let held = self.world.facts.get_mut(&revision.holder);
-                    let Some(fact) = held.and_then(|held| held.iter_mut().find(|h| h.id == revision.fact_id)) else {
-                        continue;
-                    };
-                    fact.confidence = confidence;
-                    if !fact.gossip_worthy(now) {
-                        self.forget_fact(revision.holder, revision.fact_id);
-                    }
-                }
-            }
-        }
-    }
-
-    fn note_known(&mut self, holder: Uuid, origin: Uuid) {
-        if self.world.known.insert((holder, origin)) {
-            *self.world.held.entry(holder).or_default() += 1;
-        }
     }
 
     /// Gossip and degraded mode are runtime switches (DESIGN §3), read at most once a second.
@@ -348,25 +352,37 @@ impl Ticker {
         let (pool, topology, watermark) = (&self.pool, &self.topology, self.world.watermark);
         let load_changes = async move { if reload { load(pool, watermark).await.map(Some) } else { Ok(None) } };
         let writer = self.writer.take();
+        // The facts the world took in while their insert ran, as (holder, fact id).
+        let mut taken_in = None;
+        let (world, taken) = (&mut self.world, &mut taken_in);
         let commit_planned = async move {
             let mut connection = match writer {
                 Some(connection) => connection,
                 None => pool.acquire().await?,
             };
-            let stored = write_planned(&mut connection, topology, write).await?;
+            let stored = write_planned(&mut connection, topology, write, world, taken).await?;
             Ok((stored, connection))
         };
-        let ((loaded, load_time), ((stored, writer), commit)) =
-            tokio::try_join!(timed(load_changes), timed(commit_planned))?;
+        let joined = tokio::try_join!(timed(load_changes), timed(commit_planned));
+        let ((loaded, load_time), ((stored, writer), commit)) = match joined {
+            Ok(joined) => joined,
+            Err(error) => {
+                // Whether those facts were stored is unknown: the world is loaded afresh.
+                if taken_in.is_some() {
+                    self.start_over();
+                }
+                return Err(error);
+            }
+        };
         self.writer = Some(writer);
         refresh += load_time;
-        if let Some(loaded) = loaded {
-            self.apply_loaded(loaded, now);
-        }
         // Planned exchanges a listener turned out to know already did not happen.
         let exchanges = stored.as_ref().map_or(0, |stored| stored.facts.len());
         if let Some(stored) = stored {
-            self.apply_stored(stored, now).await;
+            self.apply_stored(stored, taken_in, now).await;
+        }
+        if let Some(loaded) = loaded {
+            self.world.apply_loaded(loaded, now);
         }
         Ok(TickReport {
             exchanges,
@@ -383,7 +399,7 @@ impl Ticker {
     /// What committing `exchanges` takes, decided from the leader's memory.
     fn plan_write(&self, exchanges: Vec<(HeldFact, Uuid)>, now: DateTime<Utc>) -> PlannedWrite {
         let suspects: HashSet<Uuid> =
-            exchanges.iter().filter(|(fact, _)| self.may_contradict(fact)).map(|(fact, _)| fact.id).collect();
+            exchanges.iter().filter(|(fact, _)| self.world.may_contradict(fact)).map(|(fact, _)| fact.id).collect();
         let facts: Vec<NewFact> = exchanges
             .into_iter()
             .map(|(fact, speaker)| NewFact {
@@ -403,14 +419,26 @@ impl Ticker {
         PlannedWrite { facts, suspects, near_cap, now }
     }
 
-    /// Takes a committed tick's facts and revisions into memory, then tells the enrichers.
-    async fn apply_stored(&mut self, stored: Stored, now: DateTime<Utc>) {
-        let mut listeners = HashSet::default();
-        self.apply_revisions(&stored.revisions, now);
-        for new in stored.facts {
-            listeners.insert(new.fact.holder);
-            self.note_claims(&new.fact);
-            self.add_fact(new.fact, now);
+    /// Takes a committed tick's facts and revisions into memory (unless the world took the
+    /// facts in while they were written: then it forgets those not stored), then tells the
+    /// enrichers.
+    async fn apply_stored(&mut self, stored: Stored, taken_in: Option<Vec<(Uuid, Uuid)>>, now: DateTime<Utc>) {
+        let listeners: HashSet<Uuid> = stored.facts.iter().map(|new| new.fact.holder).collect();
+        match taken_in {
+            Some(taken) => {
+                if taken.len() != stored.facts.len() {
+                    let stored: HashSet<Uuid> = stored.facts.iter().map(|new| new.fact.id).collect();
+                    for (holder, fact_id) in taken.into_iter().filter(|(_, fact_id)| !stored.contains(fact_id)) {
+                        self.world.forget_fact(holder, fact_id);
+                    }
+                }
+            }
+            None => {
+                self.world.apply_revisions(&stored.revisions, now);
+                for new in stored.facts {
+                    self.world.take_in(new.fact, now);
+                }
+            }
         }
         if let Some(nats) = &self.nats {
             let messages: Vec<CacheInvalidate> = listeners
@@ -445,10 +473,14 @@ struct PlannedWrite {
 }
 
 /// Commits a tick's exchanges with their outbox rows (nothing to do without exchanges).
+/// An all-or-nothing insert's facts go into `world` while Postgres stores them (noted in
+/// `taken_in`): that work is off the tick's critical path.
 async fn write_planned(
     connection: &mut PgConnection,
     topology: &Topology,
     write: PlannedWrite,
+    world: &mut World,
+    taken_in: &mut Option<Vec<(Uuid, Uuid)>>,
 ) -> Result<Option<Stored>, StoreError> {
     if write.facts.is_empty() {
         return Ok(None);
@@ -459,12 +491,19 @@ async fn write_planned(
     // Usually one statement, atomic by itself: the facts and their outbox rows.
     let stored = if prepared.needs_transaction(&near_cap) {
         let mut transaction = sqlx::Connection::begin(connection).await?;
-        let stored = write_facts(&mut transaction, topology, prepared, &near_cap, Known::Possible, secret).await?;
+        let stored =
+            write_facts(&mut transaction, topology, prepared, &near_cap, Known::Possible, secret, |_| {}).await?;
         transaction.commit().await?;
         stored
     } else {
         // The leader plans only exchanges its listeners do not know (as far as it knows).
-        write_facts(connection, topology, prepared, &near_cap, Known::Unlikely, secret).await?
+        let take_in = |facts: &[NewFact]| {
+            *taken_in = Some(facts.iter().map(|new| (new.fact.holder, new.fact.id)).collect());
+            for new in facts {
+                world.take_in(new.fact.clone(), now);
+            }
+        };
+        write_facts(connection, topology, prepared, &near_cap, Known::Unlikely, secret, take_in).await?
     };
     Ok(Some(stored))
 }
