@@ -298,7 +298,7 @@ async fn a_restart_mid_spread_loses_and_duplicates_nothing() {
 async fn a_leader_whose_memory_lags_tells_nobody_what_they_learned_meanwhile() {
     let env = TestEnv::new().await;
     let gossip = spawn(&env);
-    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    let (teller, listener, stranger) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     move_npc(&env, teller, "tavern").await;
     move_npc(&env, listener, "tavern").await;
     let news = author(&env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
@@ -306,12 +306,13 @@ async fn a_leader_whose_memory_lags_tells_nobody_what_they_learned_meanwhile() {
     wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
     let mut leader = ticker(&env, 0).await;
     assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
-    // The listener hears the same news first hand; the leader has not loaded it yet.
+    // The listener hears the same news first hand, as a minor matter it does not pass on;
+    // the leader has not loaded it yet.
     world(
         &env,
         "world.fact",
         json!({"fact_id": news, "npc_ids": [listener], "category": "world_event",
-        "content": "The bridge is out", "importance": 0.9, "confidence": 1.0}),
+        "content": "The bridge is out", "importance": 0.3, "confidence": 1.0}),
     )
     .await;
     wait_rows(&env, "the listener's own copy", "SELECT count(*) FROM knowledge_facts", 2).await;
@@ -329,6 +330,37 @@ async fn a_leader_whose_memory_lags_tells_nobody_what_they_learned_meanwhile() {
             .unwrap();
     assert_eq!(sources, vec!["authored".to_owned()], "only the first-hand copy");
     assert_eq!(env.count("SELECT count(*) FROM outbox").await, 0, "no gossip copy announced");
+    // The copy the leader planned is not what the listener holds: alone with a stranger,
+    // the listener has nothing worth telling.
+    move_and_wait(&env, &[(teller, "road"), (stranger, "tavern")]).await;
+    assert_eq!(ticks(&mut leader, 3).await, 0, "the listener tells the stranger nothing");
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_tick_whose_commit_fails_unsure_loads_the_world_afresh() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    move_npc(&env, teller, "tavern").await;
+    move_npc(&env, listener, "tavern").await;
+    let news = author(&env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
+    wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
+    wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let mut leader = ticker(&env, 0).await;
+    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    // Postgres ends every other session of this database, the leader's writer among them.
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        .execute(&env.pool)
+        .await
+        .unwrap();
+    leader.budget = 5;
+    assert!(leader.tick().await.is_err(), "the exchange's insert fails with its connection");
+    // The leader took the exchange in while it was being written; it cannot know whether it
+    // was stored, so it loads the world again and finds the listener does not know.
+    assert_eq!(ticks(&mut leader, 2).await, 1, "the exchange happens after all");
+    assert!(held(&env, listener, news).await.is_some(), "the listener heard the news");
     gossip.stop().await;
     env.cleanup().await;
 }
