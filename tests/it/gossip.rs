@@ -298,14 +298,8 @@ async fn a_restart_mid_spread_loses_and_duplicates_nothing() {
 async fn a_leader_whose_memory_lags_tells_nobody_what_they_learned_meanwhile() {
     let env = TestEnv::new().await;
     let gossip = spawn(&env);
-    let (teller, listener, stranger) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-    move_npc(&env, teller, "tavern").await;
-    move_npc(&env, listener, "tavern").await;
-    let news = author(&env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
-    wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
-    wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
-    let mut leader = ticker(&env, 0).await;
-    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    let stranger = Uuid::new_v4();
+    let (teller, listener, news, mut leader) = news_told_in_the_tavern(&env).await;
     // The listener hears the same news first hand, as a minor matter it does not pass on;
     // the leader has not loaded it yet.
     world(
@@ -342,14 +336,7 @@ async fn a_leader_whose_memory_lags_tells_nobody_what_they_learned_meanwhile() {
 async fn a_tick_whose_commit_fails_unsure_loads_the_world_afresh() {
     let env = TestEnv::new().await;
     let gossip = spawn(&env);
-    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
-    move_npc(&env, teller, "tavern").await;
-    move_npc(&env, listener, "tavern").await;
-    let news = author(&env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
-    wait_rows(&env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
-    wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
-    let mut leader = ticker(&env, 0).await;
-    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    let (_, listener, news, mut leader) = news_told_in_the_tavern(&env).await;
     // Postgres ends every other session of this database, the leader's writer among them.
     sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
         .execute(&env.pool)
@@ -363,6 +350,20 @@ async fn a_tick_whose_commit_fails_unsure_loads_the_world_afresh() {
     assert!(held(&env, listener, news).await.is_some(), "the listener heard the news");
     gossip.stop().await;
     env.cleanup().await;
+}
+
+/// A teller holding news and a listener in the tavern, and a leader (budget 0) that has
+/// loaded them: (teller, listener, the news' fact id, leader).
+async fn news_told_in_the_tavern(env: &TestEnv) -> (Uuid, Uuid, Uuid, Ticker) {
+    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    move_npc(env, teller, "tavern").await;
+    move_npc(env, listener, "tavern").await;
+    let news = author(env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
+    wait_rows(env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
+    wait_rows(env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let mut leader = ticker(env, 0).await;
+    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    (teller, listener, news, leader)
 }
 
 async fn observe(env: &TestEnv, witness: Uuid, subject: Uuid, content: &str, tags: &[&str]) -> Uuid {
