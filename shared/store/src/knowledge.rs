@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use npcmem_core::gossip::contradiction::{Outcome, Revision};
 use npcmem_core::gossip::{Drives, HeldFact, MAX_FACTS_PER_NPC};
 use npcmem_core::wire::KnowledgeCategory;
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgHasArrayType, PgTypeInfo};
 use sqlx::{Arguments, PgConnection};
 use uuid::Uuid;
 
@@ -88,21 +88,14 @@ pub async fn insert_facts(
     Ok(inserted)
 }
 
-/// The facts' columns of [`insert_facts`]' statements.
+/// The facts' part of [`insert_facts`]' statements.
 macro_rules! insert_facts_sql {
     ($conflict:literal) => {
         concat!(
             "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
                                           source, source_memory_id, origin_fact_id, hop_count, provenance,
                                           speaker_id, expires_at)
-             SELECT id, npc_id, category, subject_id, content, tags::text[], confidence, importance, source,
-                    source_memory_id, origin_fact_id, hop_count, provenance::uuid[], speaker_id, expires_at
-             FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::float8[],
-                         $8::float8[], $9::text[], $10::uuid[], $11::uuid[], $12::int4[], $13::text[], $14::uuid[],
-                         $15::timestamptz[])
-                  AS r(id, npc_id, category, subject_id, content, tags, confidence, importance, source,
-                       source_memory_id, origin_fact_id, hop_count, provenance, speaker_id, expires_at)
-             ORDER BY npc_id, origin_fact_id ",
+             SELECT * FROM UNNEST($1::knowledge_fact_row[]) ORDER BY npc_id, origin_fact_id ",
             $conflict
         )
     };
@@ -114,7 +107,7 @@ macro_rules! queue_messages_sql {
         concat!(
             "INSERT INTO outbox (subject, msg_id, payload, headers)
              SELECT m.subject, m.msg_id, m.payload, m.headers::jsonb
-             FROM UNNEST($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) ",
+             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::text[]) ",
             $numbered
         )
     };
@@ -143,27 +136,67 @@ const INSERT_FACTS_SKIPPING_KNOWN: &str = concat!(
          SELECT id FROM inserted"
 );
 
-/// The 20 arguments of [`insert_facts`]' statements.
+/// A fact as [`insert_facts`] sends it: a `knowledge_fact_row` (migration 0014), fields in
+/// its order. The facts travel as one binary array of these.
+#[derive(sqlx::Encode)]
+struct FactRow<'a> {
+    id: Uuid,
+    npc_id: Uuid,
+    category: &'a str,
+    subject_id: Option<Uuid>,
+    content: &'a str,
+    tags: &'a [String],
+    confidence: f64,
+    importance: f64,
+    source: &'a str,
+    source_memory_id: Option<Uuid>,
+    origin_fact_id: Uuid,
+    hop_count: i32,
+    provenance: &'a [Uuid],
+    speaker_id: Option<Uuid>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+impl sqlx::Type<sqlx::Postgres> for FactRow<'_> {
+    fn type_info() -> PgTypeInfo {
+        PgTypeInfo::with_name("knowledge_fact_row")
+    }
+}
+
+impl PgHasArrayType for FactRow<'_> {
+    fn array_type_info() -> PgTypeInfo {
+        PgTypeInfo::with_name("_knowledge_fact_row")
+    }
+}
+
+impl<'a> FactRow<'a> {
+    fn of(new: &'a NewFact) -> Self {
+        let fact = &new.fact;
+        Self {
+            id: fact.id,
+            npc_id: fact.holder,
+            category: fact.category.as_str(),
+            subject_id: fact.subject_id,
+            content: &fact.content,
+            tags: &fact.tags,
+            confidence: fact.confidence,
+            importance: fact.importance,
+            source: new.source.as_str(),
+            source_memory_id: new.source_memory_id,
+            origin_fact_id: fact.origin_fact_id,
+            hop_count: fact.hop_count,
+            provenance: &fact.provenance,
+            speaker_id: new.speaker_id,
+            expires_at: fact.expires_at,
+        }
+    }
+}
+
+/// The arguments of [`insert_facts`]' statements: the facts, then the messages' columns.
 fn fact_arguments(facts: &[NewFact], messages: &[(Uuid, OutboxMessage)]) -> Result<PgArguments, sqlx::Error> {
-    // Typed arrays, one per column (binary, far cheaper to decode than a JSON document);
-    // the ragged columns (tags, provenance) travel as array literals, one per row.
-    let ids: Vec<Uuid> = facts.iter().map(|new| new.fact.id).collect();
-    let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
-    let categories: Vec<&str> = facts.iter().map(|new| new.fact.category.as_str()).collect();
-    let subjects: Vec<Option<Uuid>> = facts.iter().map(|new| new.fact.subject_id).collect();
-    let contents: Vec<&str> = facts.iter().map(|new| new.fact.content.as_str()).collect();
-    let tags: Vec<String> = facts.iter().map(|new| array_literal(new.fact.tags.iter())).collect();
-    let confidences: Vec<f64> = facts.iter().map(|new| new.fact.confidence).collect();
-    let importances: Vec<f64> = facts.iter().map(|new| new.fact.importance).collect();
-    let sources: Vec<&str> = facts.iter().map(|new| new.source.as_str()).collect();
-    let memory_ids: Vec<Option<Uuid>> = facts.iter().map(|new| new.source_memory_id).collect();
-    let origins: Vec<Uuid> = facts.iter().map(|new| new.fact.origin_fact_id).collect();
-    let hops: Vec<i32> = facts.iter().map(|new| new.fact.hop_count).collect();
-    let provenances: Vec<String> = facts.iter().map(|new| array_literal(new.fact.provenance.iter())).collect();
-    let speakers: Vec<Option<Uuid>> = facts.iter().map(|new| new.speaker_id).collect();
-    let expiries: Vec<Option<DateTime<Utc>>> = facts.iter().map(|new| new.fact.expires_at).collect();
+    let rows: Vec<FactRow<'_>> = facts.iter().map(FactRow::of).collect();
     let fact_ids: Vec<Uuid> = messages.iter().map(|(fact_id, _)| *fact_id).collect();
-    let subjects_out: Vec<&str> = messages.iter().map(|(_, m)| m.subject.as_str()).collect();
+    let subjects: Vec<&str> = messages.iter().map(|(_, m)| m.subject.as_str()).collect();
     let msg_ids: Vec<Option<&str>> = messages.iter().map(|(_, m)| m.msg_id.as_deref()).collect();
     let payloads: Vec<&[u8]> = messages.iter().map(|(_, m)| m.payload.as_slice()).collect();
     let headers: Vec<String> = messages
@@ -174,30 +207,8 @@ fn fact_arguments(facts: &[NewFact], messages: &[(Uuid, OutboxMessage)]) -> Resu
     macro_rules! add {
         ($($column:expr),*) => { $(arguments.add($column).map_err(sqlx::Error::Encode)?;)* };
     }
-    add!(&ids, &holders, &categories, &subjects, &contents, &tags, &confidences, &importances, &sources, &memory_ids);
-    add!(&origins, &hops, &provenances, &speakers, &expiries, &fact_ids, &subjects_out, &msg_ids, &payloads, &headers);
+    add!(&rows, &fact_ids, &subjects, &msg_ids, &payloads, &headers);
     Ok(arguments)
-}
-
-/// A Postgres array literal (`{"a","b \\"c\\""}`) of the items' text: every element
-/// quoted, backslashes and quotes escaped, so any string round-trips.
-fn array_literal<T: ToString>(items: impl Iterator<Item = T>) -> String {
-    let mut literal = String::from("{");
-    for (index, item) in items.enumerate() {
-        if index > 0 {
-            literal.push(',');
-        }
-        literal.push('"');
-        for character in item.to_string().chars() {
-            if character == '"' || character == '\\' {
-                literal.push('\\');
-            }
-            literal.push(character);
-        }
-        literal.push('"');
-    }
-    literal.push('}');
-    literal
 }
 
 /// Keeps each holder at most [`MAX_FACTS_PER_NPC`] facts, dropping the least important
