@@ -316,9 +316,12 @@ async fn strangers_are_described_by_faction_standing_and_gossip_and_replicas_sha
     let env = TestEnv::new().await;
     let (port_a, port_b) = (free_port(), free_port());
     let (addr_a, addr_b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
+    // Generous provider timeouts: this test is about what the sections say, and a first
+    // request on a loaded CI machine once took longer than the default 40 ms.
+    let timeout = ["--enrich-provider-timeout-ms", "2000"];
     let replicas = [
-        env.spawn_enrich(&["--http-addr", &addr_a, "--enrich-access-flush-ms", "100"]),
-        env.spawn_enrich(&["--http-addr", &addr_b, "--enrich-access-flush-ms", "100"]),
+        env.spawn_enrich(&["--http-addr", &addr_a, "--enrich-access-flush-ms", "100", timeout[0], timeout[1]]),
+        env.spawn_enrich(&["--http-addr", &addr_b, "--enrich-access-flush-ms", "100", timeout[0], timeout[1]]),
     ];
     let pair = Pair::new();
     sqlx::query("INSERT INTO npc_factions (npc_id, factions, as_of) VALUES ($1, ARRAY['smiths_guild'], now())")
