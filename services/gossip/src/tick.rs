@@ -5,6 +5,7 @@
 //! crash loses only exchanges that never happened.
 
 use foldhash::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -44,7 +45,9 @@ pub struct TickReport {
 pub struct World {
     pub queue: GossipQueue,
     facts: HashMap<Uuid, Vec<HeldFact>>,
-    known: HashSet<(Uuid, Uuid)>,
+    /// Who knows which origin fact, as [`known_key`]s: 8 bytes a pair instead of 32 (about
+    /// 12 MB less for the bench's 275,000 pairs).
+    known: HashSet<u64>,
     /// Facts each NPC holds, as far as this leader knows: the cap is only checked in SQL
     /// for holders near it.
     held: HashMap<Uuid, usize>,
@@ -139,7 +142,7 @@ impl World {
         self.queue.set_talker(holder, true);
         // Room mates who do not know it yet may hear it (a move pairs everyone else).
         let known = &self.known;
-        self.queue.offer_to_mates(holder, |mate| !known.contains(&(mate, origin)));
+        self.queue.offer_to_mates(holder, |mate| !known.contains(&known_key(mate, origin)));
     }
 
     /// Drops a fact from what `holder` may tell (superseded, or no longer worth it).
@@ -172,7 +175,7 @@ impl World {
     }
 
     fn note_known(&mut self, holder: Uuid, origin: Uuid) {
-        if self.known.insert((holder, origin)) {
+        if self.known.insert(known_key(holder, origin)) {
             *self.held.entry(holder).or_default() += 1;
         }
     }
@@ -334,7 +337,7 @@ impl Ticker {
                 candidates,
                 listener,
                 &drives,
-                |origin| known.contains(&(listener, origin)) || planned.contains(&(listener, origin)),
+                |origin| known.contains(&known_key(listener, origin)) || planned.contains(&(listener, origin)),
                 now,
             );
             if let Some(fact) = chosen {
@@ -508,6 +511,16 @@ async fn write_planned(
     Ok(Some(stored))
 }
 
+/// A 64-bit fingerprint of (holder, origin fact), by a fixed-seed quality hash, so ids
+/// with structure (sequential, time-ordered) spread like random ones. Two pairs sharing a
+/// fingerprint (odds about 1 in 10^9 for a world of 275,000 pairs) would only make the
+/// leader pass over telling that listener that fact; Postgres's unique key, not this set,
+/// stops a fact from being learned twice.
+fn known_key(holder: Uuid, origin: Uuid) -> u64 {
+    static STATE: foldhash::quality::FixedState = foldhash::quality::FixedState::with_seed(0x6E70_636D_656D);
+    STATE.hash_one((holder.as_u128(), origin.as_u128()))
+}
+
 /// A claim key of one holder's.
 fn holder_key(holder: Uuid, key: u64) -> u64 {
     let folded = holder.as_u128();
@@ -546,5 +559,23 @@ fn secret_learned(topology: &Topology, fact: &HeldFact, speaker: Option<Uuid>, n
         msg_id: Some(signal.signal_id.to_string()),
         payload: serde_json::to_vec(&signal).expect("signals serialise"),
         headers: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structured_ids_get_distinct_known_keys() {
+        // Sequential ids, as a game might derive them, both ways round.
+        let ids: Vec<Uuid> = (0..400u128).map(Uuid::from_u128).collect();
+        let mut keys = HashSet::default();
+        for holder in &ids {
+            for origin in &ids {
+                assert!(keys.insert(known_key(*holder, *origin)), "{holder} {origin}");
+            }
+        }
+        assert_eq!(keys.len(), 160_000);
     }
 }
