@@ -88,8 +88,7 @@ impl World {
                 self.note_known(change.fact.holder, change.fact.origin_fact_id);
                 self.forget_fact(change.fact.holder, change.fact.id);
             } else {
-                self.note_claims(&change.fact);
-                self.add_fact(change.fact, now);
+                self.take_in(change.fact, now);
             }
         }
         self.watermark = Some(loaded.horizon);
@@ -118,7 +117,7 @@ impl World {
         }
     }
 
-    /// Records a fact a tick stored (or is storing) for its listener.
+    /// Records a fact its holder holds, with its claim keys (loaded, or stored by a tick).
     fn take_in(&mut self, fact: HeldFact, now: DateTime<Utc>) {
         self.note_claims(&fact);
         self.add_fact(fact, now);
