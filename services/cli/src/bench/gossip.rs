@@ -187,7 +187,7 @@ async fn measure_ticks(
         "{label}: tick p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {exchanges} exchanges in {ticks} ticks, {:.0} exchanges/s of tick time",
         latencies.p50_ms(),
         latencies.p99_ms(),
-        latencies.0.max() as f64 / 1000.0,
+        latencies.max_ms(),
         exchanges as f64 / busy.as_secs_f64().max(1e-9)
     );
     println!(
@@ -228,6 +228,10 @@ impl Latencies {
 
     fn p99_ms(&self) -> f64 {
         self.0.value_at_quantile(0.99) as f64 / 1000.0
+    }
+
+    fn max_ms(&self) -> f64 {
+        self.0.max() as f64 / 1000.0
     }
 }
 
