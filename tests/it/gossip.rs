@@ -560,3 +560,44 @@ async fn the_leader_misses_neither_a_late_commit_nor_a_move_stamped_long_ago() {
     gossip.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_bad_world_message_is_dead_lettered_alone_and_its_batch_is_applied() {
+    let env = TestEnv::new().await;
+    let (npc, witness) = (Uuid::new_v4(), Uuid::new_v4());
+    let blank = json!({"observation_id": Uuid::new_v4(), "witness_ids": [witness], "category": "world_event",
+                       "content": "  ", "importance": 0.8, "at": Utc::now()});
+    let long = json!({"fact_id": Uuid::new_v4(), "npc_ids": [witness], "category": "world_event",
+                      "content": "x".repeat(2001), "importance": 0.8});
+    // Published before the service starts, so one batch holds the good and the bad.
+    move_npc(&env, npc, "mill").await;
+    world(&env, "world.observation", blank).await;
+    let news = author(&env, &[witness], "The mill burned down", 0.8, 1.0, &[]).await;
+    world(&env, "world.fact", long).await;
+    world(&env, "world.npc_moved", json!({"npc_id": witness, "room_id": "r".repeat(201), "at": Utc::now()})).await;
+    let gossip = spawn(&env);
+
+    wait_until(WAIT, "three dead letters", || async { env.stream_messages(StreamKind::Dlq).await.len() == 3 }).await;
+    let letters = env.stream_messages(StreamKind::Dlq).await;
+    let reasons: Vec<(String, String)> = letters
+        .iter()
+        .map(|letter| {
+            let header = |name: &str| letter.headers.get(name).map(|v| v.as_str().to_owned()).unwrap_or_default();
+            (header(npcmem_bus::dlq::HEADER_REASON), header(npcmem_bus::dlq::HEADER_MESSAGE))
+        })
+        .collect();
+    assert_eq!(
+        reasons.iter().map(|(code, _)| code.as_str()).collect::<Vec<_>>(),
+        vec!["invalid_field", "text_too_long", "invalid_field"],
+        "{reasons:?}"
+    );
+    assert!(reasons[0].1.contains("content is blank"), "{reasons:?}");
+    assert!(reasons[2].1.contains("room_id has 201 chars"), "{reasons:?}");
+    assert!(letters.iter().all(|letter| letter.subject.as_str() == env.topology.dlq(npcmem_gossip::CONSUMER_WORLD)));
+    // The good messages of the same batch are applied, each once.
+    wait_rows(&env, "the good fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    assert_eq!(confidence_of(&env, witness, news).await, Some(1.0));
+    wait_rows(&env, "the good move", "SELECT count(*) FROM npc_locations", 1).await;
+    gossip.stop().await;
+    env.cleanup().await;
+}

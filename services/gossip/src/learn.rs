@@ -12,6 +12,7 @@ use npcmem_core::gossip::contradiction::{Outcome, Revision, revise_batch};
 use npcmem_core::gossip::{Drives, HeldFact};
 use npcmem_core::memory::SafetyFlag;
 use npcmem_core::validate::decode_message;
+use npcmem_core::validate::world::decode_world;
 use npcmem_core::wire::{
     KnowledgeCategory, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, WorldFact,
 };
@@ -339,12 +340,12 @@ impl BatchHandler for WorldHandler {
             let subject = delivery.subject();
             let decoded: Result<(), npcmem_core::validate::ValidationError> =
                 if subject == self.topology.subject("world.npc_moved") {
-                    decode_message::<NpcMoved>(delivery.payload(), MAX_BYTES)
+                    decode_world::<NpcMoved>(delivery.payload(), MAX_BYTES)
                         .map(|moved| moves.push((moved.npc_id, moved.room_id, moved.at)))
                 } else if subject == self.topology.subject("world.npc_profile") {
-                    decode_message::<NpcProfile>(delivery.payload(), MAX_BYTES).map(|profile| profiles.push(profile))
+                    decode_world::<NpcProfile>(delivery.payload(), MAX_BYTES).map(|profile| profiles.push(profile))
                 } else if subject == self.topology.subject("world.observation") {
-                    decode_message::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
+                    decode_world::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
                         for witness in &observation.witness_ids {
                             facts.push(world_fact(
                                 observation.observation_id,
@@ -361,7 +362,7 @@ impl BatchHandler for WorldHandler {
                         }
                     })
                 } else if subject == self.topology.subject("world.fact") {
-                    decode_message::<WorldFact>(delivery.payload(), MAX_BYTES).map(|fact| {
+                    decode_world::<WorldFact>(delivery.payload(), MAX_BYTES).map(|fact| {
                         for npc in &fact.npc_ids {
                             facts.push(world_fact(
                                 fact.fact_id,

@@ -14,6 +14,8 @@ use uuid::Uuid;
 use crate::memory::UnknownVariant;
 use crate::wire::{ConversationEnded, NpcInfo, PlayerInfo, SCHEMA_VERSION, Speaker, TranscriptMessage};
 
+pub mod world;
+
 /// Why an inbound message was refused. The strings are part of the wire protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReasonCode {
