@@ -601,3 +601,113 @@ async fn a_bad_world_message_is_dead_lettered_alone_and_its_batch_is_applied() {
     gossip.stop().await;
     env.cleanup().await;
 }
+
+/// The right to be forgotten against a leader whose memory lags: a tick planned on the
+/// player's facts after they were deleted stores nothing about them.
+#[tokio::test]
+async fn a_forgotten_player_is_not_gossiped_back_by_a_leader_that_has_not_heard() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let npcs: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
+    let player = Uuid::new_v4();
+    let other = author(&env, &npcs[..1], "The well ran dry", 0.9, 1.0, &[]).await;
+    let rumour = Uuid::new_v4();
+    world(
+        &env,
+        "world.fact",
+        json!({"fact_id": rumour, "npc_ids": [npcs[0]], "subject_id": player, "category": "player_trait",
+        "content": "The stranger cheats at dice", "importance": 0.95, "confidence": 1.0}),
+    )
+    .await;
+    let placed: Vec<(Uuid, &str)> = npcs.iter().map(|npc| (*npc, "tavern")).collect();
+    move_and_wait(&env, &placed).await;
+    wait_rows(&env, "facts", "SELECT count(*) FROM knowledge_facts", 2).await;
+    let mut ticker = ticker(&env, 1).await;
+    ticks(&mut ticker, 1).await;
+    let about_player = "SELECT count(*) FROM knowledge_facts WHERE subject_id = $1";
+    let count_about = |sql: &'static str| {
+        let pool = env.pool.clone();
+        async move { sqlx::query_scalar::<_, i64>(sql).bind(player).fetch_one(&pool).await.unwrap() }
+    };
+    assert_eq!(count_about(about_player).await, 2, "the rumour went first (importance 0.95)");
+
+    let mut transaction = env.pool.begin().await.unwrap();
+    npcmem_store::privacy::forget_player(&mut transaction, player, Utc::now()).await.unwrap();
+    transaction.commit().await.unwrap();
+    // The next tick plans on memory that still holds the rumour twice; its write skips it.
+    let report = ticker.tick().await.unwrap();
+    assert_eq!(count_about(about_player).await, 0, "nothing about the player came back: {report:?}");
+    ticks(&mut ticker, 6).await;
+    assert_eq!(count_about(about_player).await, 0);
+    assert_eq!(
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM knowledge_facts WHERE origin_fact_id = $1")
+            .bind(other)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap(),
+        4,
+        "the rest of the news still spreads"
+    );
+    assert_eq!(ticker.world.size().spreadable_facts, 4, "the leader forgot both copies of the rumour");
+    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
+    let needle = player.to_string();
+    let named = env
+        .stream_messages(StreamKind::Events)
+        .await
+        .iter()
+        .filter(|m| String::from_utf8_lossy(&m.payload).contains(&needle))
+        .count();
+    assert_eq!(named, 2, "only the two events from before the forget name the player");
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+/// Facts the per-NPC cap evicts leave the leader's memory, and a new fact evicted at once
+/// is not announced.
+#[tokio::test]
+async fn facts_the_cap_evicts_stop_spreading_and_one_evicted_at_once_is_never_announced() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    move_and_wait(&env, &[(teller, "loft"), (listener, "cellar")]).await;
+    let fading = author(&env, &[teller], "The miller owes the baker", 0.6, 1.0, &[]).await;
+    wait_rows(&env, "the fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let mut ticker = ticker(&env, 10).await;
+    ticks(&mut ticker, 1).await;
+    assert_eq!(ticker.world.size().spreadable_facts, 1);
+    // 500 more important facts too uncertain to spread (the cap ranks by importance alone).
+    sqlx::query(
+        "INSERT INTO knowledge_facts (id, npc_id, category, content, confidence, importance, source, origin_fact_id)
+         SELECT id, $1, 'world_event', 'filler ' || n, 0.1, 0.9, 'authored', id
+         FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, 500) AS n) AS filler",
+    )
+    .bind(teller)
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    // Learning one more makes 502: the cap drops the two least important, the new one too.
+    let evicted_at_once = author(&env, &[teller], "The baker owes the miller", 0.55, 1.0, &[]).await;
+    wait_until(WAIT, "the cap held", || async { env.count("SELECT count(*) FROM knowledge_forgotten").await == 2 })
+        .await;
+    assert_eq!(env.count("SELECT count(*) FROM knowledge_facts").await, 500);
+    assert_eq!(confidence_of(&env, teller, fading).await, None);
+    assert_eq!(confidence_of(&env, teller, evicted_at_once).await, None);
+    ticks(&mut ticker, 2).await;
+    assert_eq!(ticker.world.size().spreadable_facts, 0, "the leader forgot the evicted fact");
+    move_and_wait(&env, &[(listener, "loft")]).await;
+    assert_eq!(ticks(&mut ticker, 3).await, 0, "nothing left to tell");
+    assert_eq!(confidence_of(&env, listener, fading).await, None);
+
+    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
+    let learned: Vec<Value> = env
+        .stream_messages(StreamKind::Events)
+        .await
+        .iter()
+        .filter(|m| m.subject.as_str() == env.subject("event.knowledge.learned"))
+        .map(|m| serde_json::from_slice(&m.payload).unwrap())
+        .collect();
+    let origins: Vec<&Value> = learned.iter().map(|event| &event["fact"]["origin_fact_id"]).collect();
+    assert_eq!(origins, vec![&json!(fading)], "the fact evicted at once was never announced");
+    gossip.stop().await;
+    env.cleanup().await;
+}

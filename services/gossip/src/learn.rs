@@ -18,7 +18,7 @@ use npcmem_core::wire::{
 };
 use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::knowledge::{self, Known, NewFact, Profile, Source};
-use npcmem_store::outbox::OutboxMessage;
+use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::{PgConnection, PgPool, StoreError, privacy};
 use tracing::warn;
 use uuid::Uuid;
@@ -150,8 +150,17 @@ pub async fn write_facts(
     // A redelivered fact was stored (and revised what it contradicts) the first time.
     let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
     knowledge::apply_revisions(connection, &revisions).await?;
-    knowledge::enforce_fact_caps(connection, capped).await?;
-    let stored: Vec<NewFact> = facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).collect();
+    let evicted: HashSet<Uuid> = knowledge::enforce_fact_caps(connection, capped).await?.into_iter().collect();
+    // A new fact its holder's cap dropped at once was never really learned: it is not
+    // announced (this runs only for holders near the cap, so rarely).
+    let dropped: Vec<String> = messages
+        .iter()
+        .filter(|(fact_id, _)| evicted.contains(fact_id) && inserted.contains(fact_id))
+        .filter_map(|(_, message)| message.msg_id.clone())
+        .collect();
+    outbox::withdraw(connection, &dropped).await?;
+    let stored: Vec<NewFact> =
+        facts.into_iter().filter(|new| inserted.contains(&new.fact.id) && !evicted.contains(&new.fact.id)).collect();
     Ok(Stored { facts: stored, revisions })
 }
 

@@ -15,7 +15,7 @@ use npcmem_bus::Topology;
 use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
-use npcmem_store::knowledge::{self, Known, NewFact, Source, WorldChanges};
+use npcmem_store::knowledge::{self, ForgottenFact, Known, NewFact, Source, WorldChanges};
 use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgConnection, PgPool, StoreError, switches};
 use sqlx::Postgres;
@@ -83,6 +83,9 @@ impl World {
 
     fn apply_loaded(&mut self, loaded: WorldChanges, now: DateTime<Utc>) {
         self.apply_moves_and_drives(loaded.locations, loaded.drives);
+        for forgotten in loaded.forgotten {
+            self.unlearn(forgotten);
+        }
         for change in loaded.facts {
             if change.superseded {
                 self.note_known(change.fact.holder, change.fact.origin_fact_id);
@@ -173,6 +176,19 @@ impl World {
         }
     }
 
+    /// A deleted fact: its holder neither tells it nor knows it any longer (and may learn
+    /// it again). A deletion reread by the next refresh after the fact was learned again
+    /// unlearns the new copy too; the leader then plans an exchange the unique key refuses,
+    /// and the failed exchange notes the fact known again.
+    fn unlearn(&mut self, forgotten: ForgottenFact) {
+        self.forget_fact(forgotten.holder, forgotten.fact_id);
+        if self.known.remove(&known_key(forgotten.holder, forgotten.origin_fact_id))
+            && let Some(held) = self.held.get_mut(&forgotten.holder)
+        {
+            *held = held.saturating_sub(1);
+        }
+    }
+
     fn note_known(&mut self, holder: Uuid, origin: Uuid) {
         if self.known.insert(known_key(holder, origin)) {
             *self.held.entry(holder).or_default() += 1;
@@ -190,6 +206,7 @@ pub struct Ticker {
     enabled: bool,
     changes: Option<ChangeWatch>,
     last_load: Option<Instant>,
+    last_prune: Option<Instant>,
     /// The connection ticks commit on, kept between ticks: acquiring from the pool tests
     /// a connection with a round trip first (0.1 ms of a 4 ms tick, measured). Dropped
     /// after a failed tick, so a broken one goes back to the pool to be tested.
@@ -199,6 +216,7 @@ pub struct Ticker {
 /// Without a notification the leader still reloads this often: a safety net for writers
 /// whose notifications it cannot see (another database role's triggers disabled, say).
 const RELOAD_AT_LEAST_EVERY: Duration = Duration::from_secs(10);
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Listens for [`knowledge::WORLD_CHANGED_CHANNEL`]: whether the world changed since the
 /// last refresh started.
@@ -225,6 +243,7 @@ impl Ticker {
             enabled: true,
             changes: None,
             last_load: None,
+            last_prune: None,
             writer: None,
         }
     }
@@ -365,19 +384,30 @@ impl Ticker {
             let stored = write_planned(&mut connection, topology, write, world, taken).await?;
             Ok((stored, connection))
         };
-        let joined = tokio::try_join!(timed(load_changes), timed(commit_planned));
-        let ((loaded, load_time), ((stored, writer), commit)) = match joined {
-            Ok(joined) => joined,
+        // Both run to the end: a failed load must not cancel a commit on its way.
+        let (loaded, committed) = tokio::join!(timed(load_changes), timed(commit_planned));
+        let ((stored, writer), commit) = match committed {
+            Ok(committed) => committed,
             Err(error) => {
-                // Whether those facts were stored is unknown: the world is loaded afresh.
-                if taken_in.is_some() {
-                    self.start_over();
-                }
+                // Whether the exchanges were stored is unknown (the connection may have
+                // dropped after the commit reached Postgres): the world is loaded afresh.
+                self.start_over();
                 return Err(error);
             }
         };
         self.writer = Some(writer);
-        refresh += load_time;
+        let loaded = match loaded {
+            Ok((loaded, load_time)) => {
+                refresh += load_time;
+                loaded
+            }
+            Err(error) => {
+                // The watermark stays: the next tick loads these changes again.
+                tracing::warn!(%error, "gossip: loading world changes failed; the next tick tries again");
+                self.last_load = None;
+                None
+            }
+        };
         // Planned exchanges a listener turned out to know already did not happen.
         let exchanges = stored.as_ref().map_or(0, |stored| stored.facts.len());
         if let Some(stored) = stored {
@@ -385,6 +415,7 @@ impl Ticker {
         }
         if let Some(loaded) = loaded {
             self.world.apply_loaded(loaded, now);
+            self.prune_forgotten();
         }
         Ok(TickReport {
             exchanges,
@@ -396,6 +427,25 @@ impl Ticker {
             reloaded: reload,
             skipped: false,
         })
+    }
+
+    /// Every [`PRUNE_EVERY`], in the background, drops the deletion log's rows stamped an
+    /// hour or more before this leader's watermark: it read them long ago, and a new
+    /// leader loads the world afresh.
+    fn prune_forgotten(&mut self) {
+        if self.last_prune.is_some_and(|at| at.elapsed() < PRUNE_EVERY) {
+            return;
+        }
+        let Some(watermark) = self.world.watermark else { return };
+        self.last_prune = Some(Instant::now());
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let before = watermark - chrono::TimeDelta::hours(1);
+            let pruned = async { knowledge::prune_forgotten(&mut *pool.acquire().await?, before).await };
+            if let Err(error) = pruned.await {
+                tracing::warn!(%error, "gossip: pruning the deletion log failed; the next prune tries again");
+            }
+        });
     }
 
     /// What committing `exchanges` takes, decided from the leader's memory.
@@ -411,12 +461,17 @@ impl Ticker {
                 speaker_id: Some(speaker),
             })
             .collect();
-        let near_cap: Vec<Uuid> = facts
-            .iter()
-            .map(|new| new.fact.holder)
-            .filter(|holder| {
-                self.world.held.get(holder).copied().unwrap_or(0) + 1 >= npcmem_core::gossip::MAX_FACTS_PER_NPC
+        // A listener may hear several facts in one tick (large budgets).
+        let mut hearing: HashMap<Uuid, usize> = HashMap::default();
+        for new in &facts {
+            *hearing.entry(new.fact.holder).or_default() += 1;
+        }
+        let near_cap: Vec<Uuid> = hearing
+            .into_iter()
+            .filter(|(holder, count)| {
+                self.world.held.get(holder).copied().unwrap_or(0) + count >= npcmem_core::gossip::MAX_FACTS_PER_NPC
             })
+            .map(|(holder, _)| holder)
             .collect();
         PlannedWrite { facts, suspects, near_cap, now }
     }

@@ -55,11 +55,15 @@ pub enum Known {
 
 /// The constraint that makes a fact unique per holder and origin (migration 0007).
 const UNIQUE_PER_HOLDER: &str = "knowledge_facts_npc_id_origin_fact_id_key";
+/// What `gossip_speakers_hold` raises when a speaker no longer holds a fact it tells
+/// (migration 0015).
+const SPEAKER_FORGOT: &str = "NPG01";
 
 /// Inserts facts an NPC does not know yet (unique per holder and origin) and, in the same
 /// statement, queues the outbox messages of the facts actually inserted (each message
 /// names its fact), so a duplicate announces nothing and a tick's write is one round
-/// trip. Returns the ids stored. Callers then hold the holders to their cap
+/// trip. A gossip copy (one with a speaker) is only stored while its speaker still holds
+/// the origin fact. Returns the ids stored. Callers then hold the holders to their cap
 /// ([`enforce_fact_caps`]). The outbox columns are those of `outbox::enqueue`.
 pub async fn insert_facts(
     connection: &mut PgConnection,
@@ -73,8 +77,10 @@ pub async fn insert_facts(
     if known == Known::Unlikely {
         // All or nothing: on success every fact was stored, so no ids need to come back.
         match sqlx::query_with(INSERT_NEW_FACTS, fact_arguments(facts, messages)?).execute(&mut *connection).await {
-            Err(sqlx::Error::Database(error)) if error.constraint() == Some(UNIQUE_PER_HOLDER) => {
-                tracing::debug!("a fact thought new was known: inserting again, skipping duplicates");
+            Err(sqlx::Error::Database(error))
+                if error.constraint() == Some(UNIQUE_PER_HOLDER) || error.code().as_deref() == Some(SPEAKER_FORGOT) =>
+            {
+                tracing::debug!(%error, "a fact thought new was known or forgotten: inserting again, skipping those");
             }
             inserted => {
                 inserted?;
@@ -88,14 +94,17 @@ pub async fn insert_facts(
     Ok(inserted)
 }
 
-/// The facts' part of [`insert_facts`]' statements.
+/// The facts' part of [`insert_facts`]' statements: the rows `$where` lets through, in
+/// lock order.
 macro_rules! insert_facts_sql {
-    ($conflict:literal) => {
+    ($where:literal, $conflict:literal) => {
         concat!(
             "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
                                           source, source_memory_id, origin_fact_id, hop_count, provenance,
                                           speaker_id, expires_at)
-             SELECT * FROM UNNEST($1::knowledge_fact_row[]) ORDER BY npc_id, origin_fact_id ",
+             SELECT * FROM UNNEST($1::knowledge_fact_row[]) AS f ",
+            $where,
+            " ORDER BY npc_id, origin_fact_id ",
             $conflict
         )
     };
@@ -114,17 +123,23 @@ macro_rules! queue_messages_sql {
 }
 
 /// All or nothing: every message goes out, in the order given (a function scan keeps it).
+/// Fails (SQLSTATE [`SPEAKER_FORGOT`]) if a speaker no longer holds what it tells.
 const INSERT_NEW_FACTS: &str = concat!(
     "WITH inserted AS (",
-    insert_facts_sql!(""),
+    insert_facts_sql!("WHERE gossip_speakers_hold($1)", ""),
     ")
          ",
     queue_messages_sql!("AS m(fact_id, subject, msg_id, payload, headers)")
 );
-/// Only the messages of facts inserted, in order; returns the ids inserted.
+/// Only the messages of facts inserted, in order; returns the ids inserted. A gossip copy
+/// whose speaker no longer holds its origin fact is skipped too.
 const INSERT_FACTS_SKIPPING_KNOWN: &str = concat!(
     "WITH inserted AS (",
-    insert_facts_sql!("ON CONFLICT (npc_id, origin_fact_id) DO NOTHING RETURNING id"),
+    insert_facts_sql!(
+        "WHERE f.speaker_id IS NULL
+            OR EXISTS (SELECT 1 FROM knowledge_facts k WHERE k.npc_id = f.speaker_id AND k.origin_fact_id = f.origin_fact_id)",
+        "ON CONFLICT (npc_id, origin_fact_id) DO NOTHING RETURNING id"
+    ),
     "),
          queued AS (",
     queue_messages_sql!(
@@ -212,27 +227,37 @@ fn fact_arguments(facts: &[NewFact], messages: &[(Uuid, OutboxMessage)]) -> Resu
 }
 
 /// Keeps each holder at most [`MAX_FACTS_PER_NPC`] facts, dropping the least important
-/// (seed `_evict_lowest_importance`).
-pub async fn enforce_fact_caps(connection: &mut PgConnection, holders: &[Uuid]) -> StoreResult<u64> {
+/// (seed `_evict_lowest_importance`). Returns the ids dropped.
+pub async fn enforce_fact_caps(connection: &mut PgConnection, holders: &[Uuid]) -> StoreResult<Vec<Uuid>> {
     if holders.is_empty() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
     let mut holders = holders.to_vec();
     holders.sort_unstable();
     holders.dedup();
-    let deleted = sqlx::query(
+    let deleted = sqlx::query_scalar(
         "DELETE FROM knowledge_facts WHERE id IN (
              SELECT id FROM (
                  SELECT id, row_number() OVER (PARTITION BY npc_id ORDER BY importance DESC, created_at DESC, id) AS rank
                  FROM knowledge_facts WHERE npc_id = ANY($1)) AS ranked
-             WHERE rank > $2)",
+             WHERE rank > $2)
+         RETURNING id",
     )
     .bind(&holders)
     .bind(MAX_FACTS_PER_NPC as i64)
-    .execute(connection)
-    .await?
-    .rows_affected();
+    .fetch_all(connection)
+    .await?;
     Ok(deleted)
+}
+
+/// Drops the deletion log's rows (migration 0015) older than `before`.
+pub async fn prune_forgotten(connection: &mut PgConnection, before: DateTime<Utc>) -> StoreResult<u64> {
+    let pruned = sqlx::query("DELETE FROM knowledge_forgotten WHERE forgotten_at < $1")
+        .bind(before)
+        .execute(connection)
+        .await?
+        .rows_affected();
+    Ok(pruned)
 }
 
 #[derive(sqlx::FromRow)]
@@ -427,7 +452,7 @@ pub async fn record_profile(connection: &mut PgConnection, profile: &Profile) ->
 pub const WORLD_CHANGED_CHANNEL: &str = "npcmem_gossip_world";
 
 /// What changed in the world since a refresh's `since`: where NPCs are, their drives,
-/// and facts learned or revised.
+/// and facts learned, revised or deleted.
 #[derive(Debug)]
 pub struct WorldChanges {
     /// The database time before which every write is visible now: the start of the oldest
@@ -440,16 +465,29 @@ pub struct WorldChanges {
     pub locations: Vec<(Uuid, String)>,
     pub drives: Vec<(Uuid, Drives)>,
     pub facts: Vec<ChangedFact>,
+    /// Facts deleted since (none on a full load): apply these before `facts`, which may
+    /// hold a fact learned again after its deletion.
+    pub forgotten: Vec<ForgottenFact>,
+}
+
+/// A fact deleted from its holder (by the cap, or with a forgotten player).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForgottenFact {
+    pub holder: Uuid,
+    pub fact_id: Uuid,
+    pub origin_fact_id: Uuid,
 }
 
 /// Loads [`WorldChanges`] written at or after `since` (database time), everything
 /// without it: locations, drives, facts from conversations and the world (gossip's own
-/// copies are in the leader's memory already) and facts revised by a contradiction.
+/// copies are in the leader's memory already), facts revised by a contradiction, and
+/// facts deleted (migration 0015).
 ///
-/// One round trip: four statements in one simple query, the horizon first, so each later
+/// One round trip: five statements in one simple query, the horizon first, so each later
 /// statement's snapshot sees every transaction that was open when the horizon was read.
 /// The gossip leader runs it beside a tick's commit: one round trip took 1.9 ms there
-/// against 2.4 ms for four prepared ones (means, bench gossip, issue 6; the tick itself
+/// against 2.4 ms for four prepared ones (means, bench gossip, issue 6, before the deletion
+/// log was added as the fifth; the tick itself
 /// did not change beyond noise). Simple queries are planned each time and take no
 /// parameters: the horizon reads `pg_stat_get_activity` (what the `pg_stat_activity`
 /// view wraps; the view took 0.3 ms more to plan, pgbench) and `since` goes in as a
@@ -461,7 +499,7 @@ pub async fn load_world_changes(
     use futures::TryStreamExt as _;
     use sqlx::{Either, FromRow as _, Row as _};
 
-    let (recorded, facts) = match since {
+    let (recorded, facts, forgotten) = match since {
         Some(since) => {
             let at = format!("'{}'::timestamptz", since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
             (
@@ -469,19 +507,22 @@ pub async fn load_world_changes(
                 format!(
                     "WHERE (created_at >= {at} AND source <> 'gossip') OR (revised_at IS NOT NULL AND revised_at >= {at})"
                 ),
+                format!("WHERE forgotten_at >= {at}"),
             )
         }
-        None => (String::new(), String::new()),
+        // A full load reads only the facts that exist.
+        None => (String::new(), String::new(), "WHERE false".to_owned()),
     };
     let statements = format!(
         "SELECT LEAST(now(), COALESCE(min(s.xact_start), now())) FROM pg_stat_get_activity(NULL) AS s
          WHERE s.datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.pid <> pg_backend_pid();
          SELECT npc_id, room_id FROM npc_locations {recorded};
          SELECT npc_id, drives FROM npc_profiles {recorded};
+         SELECT npc_id, fact_id, origin_fact_id FROM knowledge_forgotten {forgotten};
          SELECT {STORED_FACT_COLUMNS}, superseded_by IS NOT NULL AS superseded FROM knowledge_facts {facts}"
     );
     let mut horizon = None;
-    let (mut locations, mut drives, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut locations, mut drives, mut changed, mut deleted) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Each statement's rows come first, then its completion.
     let mut statement = 0;
     let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(statements)).fetch_many(connection);
@@ -497,6 +538,11 @@ pub async fn load_world_changes(
             0 => horizon = Some(row.try_get(0)?),
             1 => locations.push((row.try_get(0)?, row.try_get(1)?)),
             2 => drives.push((row.try_get(0)?, drives_from_json(&row.try_get::<sqlx::types::Json<_>, _>(1)?.0))),
+            3 => deleted.push(ForgottenFact {
+                holder: row.try_get(0)?,
+                fact_id: row.try_get(1)?,
+                origin_fact_id: row.try_get(2)?,
+            }),
             _ => {
                 let row = ChangedRow::from_row(&row)?;
                 if let Some(fact) = row.fact.into_held() {
@@ -506,7 +552,7 @@ pub async fn load_world_changes(
         }
     }
     let horizon = horizon.ok_or_else(|| sqlx::Error::RowNotFound)?;
-    Ok(WorldChanges { horizon, locations, drives, facts: changed })
+    Ok(WorldChanges { horizon, locations, drives, facts: changed, forgotten: deleted })
 }
 
 /// Drives as stored (`npc_profiles.drives`); a missing or odd drive is the neutral 0.5.

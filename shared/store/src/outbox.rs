@@ -85,6 +85,17 @@ pub async fn delete(connection: &mut PgConnection, ids: &[i64]) -> StoreResult<(
     Ok(())
 }
 
+/// Deletes queued messages by their `msg_id`, in the caller's transaction: for messages
+/// queued earlier in it that turned out not to be true. `msg_id` has no index (the outbox
+/// is short and this is rare), so the statement scans the outbox.
+pub async fn withdraw(connection: &mut PgConnection, msg_ids: &[String]) -> StoreResult<()> {
+    if msg_ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("DELETE FROM outbox WHERE msg_id = ANY($1)").bind(msg_ids).execute(connection).await?;
+    Ok(())
+}
+
 /// Rows waiting and the age of the oldest in seconds (0 when empty), for metrics.
 pub async fn depth(connection: &mut PgConnection) -> StoreResult<(i64, f64)> {
     let (count, oldest_age): (i64, Option<f64>) =

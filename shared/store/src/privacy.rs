@@ -147,6 +147,11 @@ pub async fn forget_player(
         "UPDATE admin_actions SET details = replace(details::text, $1::text, 'forgotten')::jsonb
          WHERE strpos(details::text, $1::text) > 0",
     )];
+    // Gossip copies are written without the player's lock: this waits for a tick's write
+    // already running (so the delete below sees its rows) and holds off later ones until
+    // the commit, after which their speakers no longer hold the player's facts to tell
+    // (knowledge::insert_facts checks that).
+    sqlx::query("LOCK TABLE knowledge_facts IN SHARE ROW EXCLUSIVE MODE").execute(&mut *connection).await?;
     for (table, statement) in DELETES.iter().chain(SCRUBS) {
         let removed = sqlx::query(*statement).bind(player_id).execute(&mut *connection).await?.rows_affected();
         report.push((table, removed));

@@ -139,13 +139,16 @@ mod tests {
     #[test]
     fn the_design_examples_pass() {
         let npc = Uuid::new_v4();
-        decoded::<NpcMoved>(json!({"schema_version": 1, "npc_id": npc, "room_id": "tavern-1", "at": "2026-12-03T10:00:00Z"}))
-            .expect("a move");
+        decoded::<NpcMoved>(
+            json!({"schema_version": 1, "npc_id": npc, "room_id": "tavern-1", "at": "2026-12-03T10:00:00Z"}),
+        )
+        .expect("a move");
         decoded::<NpcProfile>(json!({"npc_id": npc, "name": "Tobin", "role": "stable boy", "factions": [],
             "drives": {"social": 0.8, "safety": 0.3, "loyalty": 0.5, "curiosity": 0.6},
             "mood": {"mood": "anxious", "intensity": 0.6, "expires_at": "2026-12-03T11:00:00Z"}}))
         .expect("a profile");
-        decoded::<Observation>(observation(json!("Bandits raided the mill"), json!(["bandits"]))).expect("an observation");
+        decoded::<Observation>(observation(json!("Bandits raided the mill"), json!(["bandits"])))
+            .expect("an observation");
         decoded::<WorldFact>(json!({"fact_id": Uuid::new_v4(), "npc_ids": [npc], "subject_id": null,
             "category": "location_info", "content": "The cave has treasure", "tags": ["cave"], "importance": 0.6,
             "confidence": 1.0, "expires_at": null}))
