@@ -711,3 +711,102 @@ async fn facts_the_cap_evicts_stop_spreading_and_one_evicted_at_once_is_never_an
     gossip.stop().await;
     env.cleanup().await;
 }
+
+fn knowledge_section(reply: &Value) -> String {
+    let sections = reply["sections"].as_array().cloned().unwrap_or_default();
+    let knowledge = sections.iter().find(|s| s["provider"] == "knowledge");
+    knowledge.and_then(|s| s["content"].as_str()).unwrap_or_default().to_owned()
+}
+
+fn mood_section(reply: &Value) -> Option<String> {
+    let sections = reply["sections"].as_array()?;
+    sections.iter().find(|s| s["provider"] == "mood")?["content"].as_str().map(str::to_owned)
+}
+
+/// What gossip learns reaches prompts at once (it invalidates the enrichers' caches), and
+/// what expires leaves them even from a cached context.
+#[tokio::test]
+async fn learned_facts_and_moods_reach_a_cached_context_and_expired_ones_leave_it() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let enrich = env.spawn_enrich(&[]);
+    let (npc, player) = (Uuid::new_v4(), Uuid::new_v4());
+    let request = json!({"npc_id": npc, "player_id": player, "max_tokens": 1024});
+    let expires = Utc::now() + TimeDelta::seconds(3);
+    world(
+        &env,
+        "world.fact",
+        json!({"fact_id": Uuid::new_v4(), "npc_ids": [npc], "category": "location_info",
+        "content": "The ferry runs until dusk", "importance": 0.6, "expires_at": expires}),
+    )
+    .await;
+    world(
+        &env,
+        "world.npc_profile",
+        json!({"npc_id": npc, "name": "Orla", "mood": {"mood": "anxious", "intensity": 0.9, "expires_at": expires}}),
+    )
+    .await;
+    wait_until(WAIT, "the fact and the mood in the context", || async {
+        let reply = env.request_json("enrich.request", &request).await;
+        knowledge_section(&reply).contains("The ferry runs until dusk") && mood_section(&reply).is_some()
+    })
+    .await;
+    // The context is cached now (TTL 300 s); a fact learned later shows anyway.
+    world(
+        &env,
+        "world.fact",
+        json!({"fact_id": Uuid::new_v4(), "npc_ids": [npc], "category": "world_event",
+        "content": "The toll bridge burned", "importance": 0.7}),
+    )
+    .await;
+    wait_until(WAIT, "the new fact in the cached context", || async {
+        knowledge_section(&env.request_json("enrich.request", &request).await).contains("The toll bridge burned")
+    })
+    .await;
+    tokio::time::sleep((expires - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(100)).await;
+    let reply = env.request_json("enrich.request", &request).await;
+    let knowledge = knowledge_section(&reply);
+    assert!(knowledge.contains("The toll bridge burned") && !knowledge.contains("ferry"), "{reply}");
+    assert_eq!(mood_section(&reply), None, "the mood expired: {reply}");
+    enrich.stop().await;
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+/// A secret told in a conversation is learned as gossip and signalled once, however
+/// often its event is delivered.
+#[tokio::test]
+async fn a_secret_told_in_conversation_signals_once() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let pair = npcmem_tests::fixtures::Pair::new();
+    let secret =
+        npcmem_tests::fixtures::EventMemory { tags: &["secret"], importance: 0.8, valence: "neutral", intensity: 0.3 };
+    let event = npcmem_tests::fixtures::memory_stored(Uuid::new_v4(), &pair, &[secret], Utc::now(), &[], &[]);
+    let payload = serde_json::to_vec(&event).unwrap();
+    env.publish(&env.subject("event.memory.stored"), payload.clone(), None).await;
+    wait_rows(&env, "the secret learned", "SELECT count(*) FROM knowledge_facts WHERE category = 'npc_gossip'", 1)
+        .await;
+    // The same event again (a redelivery past the dedup window).
+    env.publish(&env.subject("event.memory.stored"), payload, None).await;
+    wait_until(WAIT, "the signal published", || async {
+        !env.stream_messages(StreamKind::Signals).await.is_empty()
+            && env.count("SELECT count(*) FROM outbox").await == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let signals: Vec<Value> = env
+        .stream_messages(StreamKind::Signals)
+        .await
+        .iter()
+        .map(|m| serde_json::from_slice(&m.payload).unwrap())
+        .collect();
+    assert_eq!(signals.len(), 1, "{signals:?}");
+    assert_eq!(
+        (&signals[0]["signal_type"], &signals[0]["npc_id"], &signals[0]["player_id"], &signals[0]["source"]),
+        (&json!("secret_learned"), &json!(pair.npc_id), &json!(pair.player_id), &json!("conversation"))
+    );
+    assert_eq!(env.count("SELECT count(*) FROM knowledge_facts").await, 1);
+    gossip.stop().await;
+    env.cleanup().await;
+}

@@ -172,8 +172,18 @@ async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
         provenance: provenance.clone(),
         expires_at: None,
     };
+    // The speaker holds the fact it tells (a copy is stored only then).
+    let told = HeldFact {
+        id: Uuid::now_v7(),
+        holder: provenance[1],
+        hop_count: 1,
+        provenance: vec![provenance[0]],
+        ..fact.clone()
+    };
+    let told = NewFact { fact: told, source: Source::Authored, source_memory_id: None, speaker_id: None };
     let new = NewFact { fact, source: Source::Gossip, source_memory_id: None, speaker_id: Some(provenance[1]) };
     let mut connection = env.pool.acquire().await.unwrap();
+    npcmem_store::knowledge::insert_facts(&mut connection, &[told], &[], Known::Possible).await.unwrap();
     let inserted =
         npcmem_store::knowledge::insert_facts(&mut connection, std::slice::from_ref(&new), &[], Known::Possible)
             .await
@@ -257,6 +267,87 @@ async fn facts_thought_new_skip_the_one_already_known() {
     let mut expected = vec![format!("learned-{}", first[0].fact.id), format!("learned-{}", batch[1].fact.id)];
     expected.sort();
     assert_eq!((facts, queued), (2, expected), "one row and one message per fact stored, none for the duplicate");
+    drop(connection);
+    env.cleanup().await;
+}
+
+/// A gossip copy is stored only while its speaker holds the origin fact: the leader plans
+/// from memory, which hears of a deletion late.
+#[tokio::test]
+async fn a_copy_whose_speaker_no_longer_holds_the_fact_is_not_stored() {
+    use npcmem_core::gossip::HeldFact;
+    use npcmem_core::wire::KnowledgeCategory;
+    use npcmem_store::knowledge::{Known, NewFact, Source, insert_facts};
+    use npcmem_store::outbox::OutboxMessage;
+    let env = TestEnv::new().await;
+    let fact = |holder: Uuid, origin: Uuid, speaker: Option<Uuid>| NewFact {
+        fact: HeldFact {
+            id: Uuid::now_v7(),
+            origin_fact_id: origin,
+            holder,
+            category: KnowledgeCategory::WorldEvent,
+            subject_id: None,
+            content: "The mine flooded".into(),
+            tags: vec![],
+            confidence: 0.9,
+            importance: 0.8,
+            hop_count: u8::from(speaker.is_some()).into(),
+            provenance: speaker.into_iter().collect(),
+            expires_at: None,
+        },
+        source: if speaker.is_some() { Source::Gossip } else { Source::Authored },
+        source_memory_id: None,
+        speaker_id: speaker,
+    };
+    let message = |new: &NewFact| {
+        let payload = b"{}".to_vec();
+        let message = OutboxMessage {
+            subject: "test.learned".into(),
+            msg_id: Some(new.fact.id.to_string()),
+            payload,
+            headers: Default::default(),
+        };
+        (new.fact.id, message)
+    };
+    let (teller, quiet, first, second, third) =
+        (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let (flood, fire) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut connection = env.pool.acquire().await.unwrap();
+    let originals = [fact(teller, flood, None), fact(quiet, fire, None)];
+    insert_facts(&mut connection, &originals, &[], Known::Possible).await.unwrap();
+    let told = [fact(first, flood, Some(teller))];
+    let stored = insert_facts(&mut connection, &told, &[message(&told[0])], Known::Unlikely).await.unwrap();
+    assert_eq!(stored, vec![told[0].fact.id], "the teller holds it: stored");
+
+    sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1").bind(teller).execute(&mut *connection).await.unwrap();
+    let logged: Vec<(Uuid, Uuid)> = sqlx::query_as("SELECT npc_id, origin_fact_id FROM knowledge_forgotten")
+        .fetch_all(&mut *connection)
+        .await
+        .unwrap();
+    assert_eq!(logged, vec![(teller, flood)], "the deletion is logged for the leader");
+    for known in [Known::Unlikely, Known::Possible] {
+        let batch = [fact(second, flood, Some(teller)), fact(third, fire, Some(quiet))];
+        let messages: Vec<_> = batch.iter().map(message).collect();
+        let stored = insert_facts(&mut connection, &batch, &messages, known).await.unwrap();
+        assert_eq!(stored, vec![batch[1].fact.id], "{known:?}: only the copy whose speaker holds it");
+        let queued: Vec<String> = sqlx::query_scalar("SELECT msg_id FROM outbox WHERE msg_id = ANY($1)")
+            .bind(messages.iter().map(|(_, m)| m.msg_id.clone().unwrap()).collect::<Vec<_>>())
+            .fetch_all(&mut *connection)
+            .await
+            .unwrap();
+        assert_eq!(queued, vec![batch[1].fact.id.to_string()], "{known:?}: only its message");
+        sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1")
+            .bind(third)
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+    }
+    let second_holds: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_facts WHERE npc_id = $1")
+        .bind(second)
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    assert_eq!(second_holds, 0);
     drop(connection);
     env.cleanup().await;
 }

@@ -31,7 +31,7 @@ pub struct PairData {
     pub working_memory: Option<Vec<(String, DateTime<Utc>)>>,
     pub memories: Option<(Vec<ContextMemory>, context::RelevanceIndex)>,
     pub knowledge: Option<Vec<Fact>>,
-    pub mood: Option<Option<(String, f64)>>,
+    pub mood: Option<Option<reads::CurrentMood>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -97,6 +97,7 @@ impl Enricher {
                 .knowledge
                 .iter()
                 .flatten()
+                .filter(|fact| fact.valid_at(now))
                 .filter(|fact| fact.subject_id == Some(request.player_id) && fact.category == "player_trait")
                 .map(|fact| fact.content.clone())
                 .collect();
@@ -140,16 +141,17 @@ impl Enricher {
             .knowledge
             .iter()
             .flatten()
+            .filter(|fact| fact.valid_at(now))
             .map(|fact| format!("- {}{}", fact.content, if fact.confidence < 0.7 { " (you are not sure)" } else { "" }))
             .collect();
         if !facts.is_empty() {
             push_lines(&mut sections, "knowledge", "Things you know:", &facts, self.budget("knowledge", max_tokens));
         }
-        if let Some(Some((mood, intensity))) = &data.mood {
+        if let Some(Some(mood)) = data.mood.as_ref().filter(|mood| mood.as_ref().is_some_and(|m| m.valid_at(now))) {
             push_within(
                 &mut sections,
                 "mood",
-                format!("You are feeling {}.", mood_description(mood, *intensity)),
+                format!("You are feeling {}.", mood_description(&mood.mood, mood.intensity)),
                 self.budget("mood", max_tokens),
             );
         }

@@ -14,7 +14,8 @@ use npcmem_core::memory::SafetyFlag;
 use npcmem_core::validate::decode_message;
 use npcmem_core::validate::world::decode_world;
 use npcmem_core::wire::{
-    KnowledgeCategory, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, WorldFact,
+    CacheInvalidate, KnowledgeCategory, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, Signal,
+    WorldFact, signal_type,
 };
 use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::knowledge::{self, Known, NewFact, Profile, Source};
@@ -28,9 +29,11 @@ const MAX_BYTES: usize = 256 * 1024;
 const MIN_LEARN_IMPORTANCE: f64 = 0.5;
 const WORLD_TAGS: &[&str] = &["bandits", "world", "war", "raid", "festival", "plague", "news"];
 
-/// A deterministic id per (message id, holder): unique per holder, the same on redelivery.
+/// A deterministic id per (message id, holder), the same on redelivery: a name-based
+/// (SHA-1) UUID, so ids with structure (sequential, derived by the game) cannot collide
+/// the way a bitwise mix of the two can.
 pub fn derive_id(message_id: Uuid, holder: Uuid) -> Uuid {
-    Uuid::from_u128(message_id.as_u128() ^ holder.as_u128().rotate_left(17))
+    Uuid::new_v5(&message_id, holder.as_bytes())
 }
 
 /// What a memory teaches the NPC that made it: secrets are gossip (faction intel when the
@@ -182,12 +185,64 @@ pub async fn store_facts(
     topology: &Topology,
     facts: Vec<NewFact>,
     capped: &[Uuid],
+    extra: impl Fn(&NewFact) -> Option<OutboxMessage>,
 ) -> Result<Stored, StoreError> {
     if facts.is_empty() {
         return Ok(Stored::default());
     }
     let prepared = prepare_facts(connection, facts, Check::Every).await?;
-    write_facts(connection, topology, prepared, capped, Known::Possible, |_| None, |_| {}).await
+    write_facts(connection, topology, prepared, capped, Known::Possible, extra, |_| {}).await
+}
+
+/// `signal.secret_learned` for a secret-tagged fact reaching a new NPC, by gossip or in a
+/// conversation (seed `SECRET_LEARNED`: "via gossip or dialogue"); not for what the game
+/// itself authored or showed its NPCs.
+pub fn secret_learned(topology: &Topology, new: &NewFact, now: DateTime<Utc>) -> Option<OutboxMessage> {
+    let fact = &new.fact;
+    if !fact.is_secret() || !matches!(new.source, Source::Gossip | Source::Conversation) {
+        return None;
+    }
+    let mut extra = serde_json::Map::new();
+    extra.insert("fact_id".into(), fact.id.to_string().into());
+    extra.insert("origin_fact_id".into(), fact.origin_fact_id.to_string().into());
+    extra.insert("content".into(), fact.content.clone().into());
+    extra.insert("hop_count".into(), fact.hop_count.into());
+    extra.insert("source".into(), new.source.as_str().into());
+    if let Some(speaker) = new.speaker_id {
+        extra.insert("from_npc_id".into(), speaker.to_string().into());
+    }
+    let signal = Signal {
+        schema_version: SCHEMA_VERSION,
+        // One per (listener, origin): a replayed tick or batch cannot emit it twice.
+        signal_id: derive_id(fact.origin_fact_id, fact.holder),
+        signal_type: signal_type::SECRET_LEARNED.to_owned(),
+        event_type: None,
+        npc_id: fact.holder,
+        player_id: fact.subject_id,
+        dimension: None,
+        old_value: None,
+        new_value: Some(fact.confidence),
+        stage: None,
+        conversation_id: None,
+        version: None,
+        at: now,
+        extra,
+    };
+    Some(OutboxMessage {
+        subject: topology.signal(signal_type::SECRET_LEARNED),
+        msg_id: Some(signal.signal_id.to_string()),
+        payload: serde_json::to_vec(&signal).expect("signals serialise"),
+        headers: Default::default(),
+    })
+}
+
+/// Tells the enrichers that these NPCs' knowledge (or mood) changed: after the commit,
+/// best effort (the cache TTL is the safety net).
+pub async fn invalidate_npcs(nats: &async_nats::Client, topology: &Topology, npcs: impl IntoIterator<Item = Uuid>) {
+    let npcs: HashSet<Uuid> = npcs.into_iter().collect();
+    let messages: Vec<CacheInvalidate> =
+        npcs.into_iter().map(|npc| CacheInvalidate { npc_id: Some(npc), player_id: None }).collect();
+    npcmem_bus::publish::invalidate_caches(nats, topology, &messages).await;
 }
 
 /// `event.knowledge.learned` for a stored fact, listing the held facts it contradicted.
@@ -229,7 +284,7 @@ pub fn learned_event(topology: &Topology, new: &NewFact, revisions: &[Revision])
     };
     OutboxMessage {
         subject: topology.event("knowledge.learned"),
-        msg_id: Some(format!("learned-{}", fact.id)),
+        msg_id: Some(fact.id.to_string()),
         payload: serde_json::to_vec(&event).expect("events serialise"),
         headers: Default::default(),
     }
@@ -274,6 +329,7 @@ struct Contradicted {
 pub struct LearnHandler {
     pub pool: PgPool,
     pub topology: Topology,
+    pub nats: async_nats::Client,
 }
 
 impl BatchHandler for LearnHandler {
@@ -299,23 +355,27 @@ impl BatchHandler for LearnHandler {
                 Err(error) => dispositions.push(error.into()),
             }
         }
-        if let Err(error) = commit_facts(&self.pool, &self.topology, facts).await {
-            warn!(%error, "storing learned facts failed, will retry");
-            Disposition::retry_done(&mut dispositions, &error.to_string());
+        match commit_facts(&self.pool, &self.topology, facts).await {
+            Ok(holders) => invalidate_npcs(&self.nats, &self.topology, holders).await,
+            Err(error) => {
+                warn!(%error, "storing learned facts failed, will retry");
+                Disposition::retry_done(&mut dispositions, &error.to_string());
+            }
         }
         dispositions
     }
 }
 
 /// Stores facts learned from memories, each with the end of its conversation: a player
-/// forgotten since that conversation is not learned about again.
+/// forgotten since that conversation is not learned about again. Returns the NPCs whose
+/// knowledge changed.
 async fn commit_facts(
     pool: &PgPool,
     topology: &Topology,
     facts: Vec<(NewFact, DateTime<Utc>)>,
-) -> Result<(), StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
     if facts.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut transaction = pool.begin().await?;
     let players: Vec<Uuid> = facts.iter().filter_map(|(new, _)| new.fact.subject_id).collect();
@@ -328,14 +388,23 @@ async fn commit_facts(
         .map(|(new, _)| new)
         .collect();
     let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
-    store_facts(&mut transaction, topology, facts, &holders).await?;
+    let now = Utc::now();
+    let stored =
+        store_facts(&mut transaction, topology, facts, &holders, |new| secret_learned(topology, new, now)).await?;
     transaction.commit().await?;
-    Ok(())
+    Ok(changed_holders(&stored))
+}
+
+/// The NPCs whose knowledge a write changed: the holders of new facts and of revised ones.
+fn changed_holders(stored: &Stored) -> Vec<Uuid> {
+    let learned = stored.facts.iter().map(|new| new.fact.holder);
+    learned.chain(stored.revisions.iter().map(|revision| revision.holder)).collect()
 }
 
 pub struct WorldHandler {
     pub pool: PgPool,
     pub topology: Topology,
+    pub nats: async_nats::Client,
 }
 
 impl BatchHandler for WorldHandler {
@@ -344,7 +413,6 @@ impl BatchHandler for WorldHandler {
         let mut facts = Vec::new();
         let mut moves = Vec::new();
         let mut profiles = Vec::new();
-        let now = Utc::now();
         for delivery in batch {
             let subject = delivery.subject();
             let decoded: Result<(), npcmem_core::validate::ValidationError> =
@@ -352,7 +420,10 @@ impl BatchHandler for WorldHandler {
                     decode_world::<NpcMoved>(delivery.payload(), MAX_BYTES)
                         .map(|moved| moves.push((moved.npc_id, moved.room_id, moved.at)))
                 } else if subject == self.topology.subject("world.npc_profile") {
-                    decode_world::<NpcProfile>(delivery.payload(), MAX_BYTES).map(|profile| profiles.push(profile))
+                    // Without its own `at`, a profile is as of its publication, so a
+                    // redelivered older profile never wins over a newer one.
+                    decode_world::<NpcProfile>(delivery.payload(), MAX_BYTES)
+                        .map(|profile| profiles.push((profile.at.unwrap_or(delivery.published), profile)))
                 } else if subject == self.topology.subject("world.observation") {
                     decode_world::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
                         for witness in &observation.witness_ids {
@@ -400,8 +471,8 @@ impl BatchHandler for WorldHandler {
             let mut transaction = self.pool.begin().await?;
             knowledge::record_locations(&mut transaction, &moves).await?;
             let mut memberships = Vec::new();
-            for profile in &profiles {
-                let as_of = profile.at.unwrap_or(now);
+            for (as_of, profile) in &profiles {
+                let as_of = *as_of;
                 knowledge::record_profile(
                     &mut transaction,
                     &Profile {
@@ -422,17 +493,20 @@ impl BatchHandler for WorldHandler {
                 memberships.push(FactionMembership { id: profile.npc_id, factions: profile.factions.clone(), as_of });
             }
             factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
-            if !facts.is_empty() {
-                let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
-                store_facts(&mut transaction, &self.topology, std::mem::take(&mut facts), &holders).await?;
-            }
+            let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+            let stored =
+                store_facts(&mut transaction, &self.topology, std::mem::take(&mut facts), &holders, |_| None).await?;
             transaction.commit().await?;
-            Ok::<_, StoreError>(())
+            // Enrich caches moods with knowledge per NPC: a profile changes what it shows.
+            Ok::<_, StoreError>(changed_holders(&stored).into_iter().chain(profiles.iter().map(|(_, p)| p.npc_id)))
         }
         .await;
-        if let Err(error) = written {
-            warn!(%error, "recording world messages failed, will retry");
-            Disposition::retry_done(&mut dispositions, &error.to_string());
+        match written {
+            Ok(changed) => invalidate_npcs(&self.nats, &self.topology, changed).await,
+            Err(error) => {
+                warn!(%error, "recording world messages failed, will retry");
+                Disposition::retry_done(&mut dispositions, &error.to_string());
+            }
         }
         dispositions
     }
@@ -478,6 +552,23 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn derived_ids_of_structured_ids_are_distinct() {
+        // A rotate-and-xor mix gave (1 << 17, 0) and (0, 1) the same id.
+        assert_ne!(
+            derive_id(Uuid::from_u128(1 << 17), Uuid::from_u128(0)),
+            derive_id(Uuid::from_u128(0), Uuid::from_u128(1))
+        );
+        let ids: Vec<Uuid> = (0..300u128).map(|n| Uuid::from_u128(n << 17 | n)).collect();
+        let mut derived = HashSet::default();
+        for message in &ids {
+            for holder in &ids {
+                assert!(derived.insert(derive_id(*message, *holder)), "{message} {holder}");
+            }
+        }
+        assert_eq!(derive_id(ids[1], ids[2]), derive_id(ids[1], ids[2]), "the same on redelivery");
+    }
+
     /// The borrowed event is the wire type `KnowledgeLearned`, field for field.
     #[test]
     fn learned_event_is_the_wire_shape() {
@@ -505,7 +596,7 @@ mod tests {
         let topology = Topology::new("npcmem", "NPCMEM", Default::default());
         let message = learned_event(&topology, &new, &[revision]);
         assert_eq!(message.subject, topology.event("knowledge.learned"));
-        assert_eq!(message.msg_id.as_deref(), Some(format!("learned-{id}").as_str()));
+        assert_eq!(message.msg_id.as_deref(), Some(id.to_string().as_str()), "Nats-Msg-Id = event_id");
         let event: KnowledgeLearned = serde_json::from_slice(&message.payload).expect("decodes as the wire type");
         assert_eq!(
             (event.schema_version, event.event_id, event.npc_id, event.from_npc_id),

@@ -65,7 +65,11 @@ pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), Service
         topology: topology.clone(),
         spec: topology.consumer(CONSUMER_LEARN, StreamKind::Events, topology.event("memory.stored")),
         settings: context.config.consumer_settings(),
-        handler: learn::LearnHandler { pool: context.pool.clone(), topology: topology.clone() },
+        handler: learn::LearnHandler {
+            pool: context.pool.clone(),
+            topology: topology.clone(),
+            nats: context.nats.clone(),
+        },
         metrics: context.bus_metrics.clone(),
     };
     let world = ConsumerLoop {
@@ -73,7 +77,11 @@ pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), Service
         topology: topology.clone(),
         spec: topology.consumer(CONSUMER_WORLD, StreamKind::World, topology.subject("world.>")),
         settings: context.config.consumer_settings(),
-        handler: learn::WorldHandler { pool: context.pool.clone(), topology: topology.clone() },
+        handler: learn::WorldHandler {
+            pool: context.pool.clone(),
+            topology: topology.clone(),
+            nats: context.nats.clone(),
+        },
         metrics: context.bus_metrics.clone(),
     };
     let learn_consumer = learn.prepare().await?;

@@ -14,15 +14,13 @@ use chrono::{DateTime, Utc};
 use npcmem_bus::Topology;
 use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
-use npcmem_core::wire::{CacheInvalidate, SCHEMA_VERSION, Signal, signal_type};
 use npcmem_store::knowledge::{self, ForgottenFact, Known, NewFact, Source, WorldChanges};
-use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgConnection, PgPool, StoreError, switches};
 use sqlx::Postgres;
 use sqlx::pool::PoolConnection;
 use uuid::Uuid;
 
-use crate::learn::{Check, Stored, prepare_facts, write_facts};
+use crate::learn::{Check, Stored, invalidate_npcs, prepare_facts, secret_learned, write_facts};
 
 /// What one tick did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -498,11 +496,7 @@ impl Ticker {
             }
         }
         if let Some(nats) = &self.nats {
-            let messages: Vec<CacheInvalidate> = listeners
-                .into_iter()
-                .map(|listener| CacheInvalidate { npc_id: Some(listener), player_id: None })
-                .collect();
-            npcmem_bus::publish::invalidate_caches(nats, &self.topology, &messages).await;
+            invalidate_npcs(nats, &self.topology, listeners).await;
         }
     }
 }
@@ -543,7 +537,7 @@ async fn write_planned(
         return Ok(None);
     }
     let PlannedWrite { facts, suspects, near_cap, now } = write;
-    let secret = |new: &NewFact| new.fact.is_secret().then(|| secret_learned(topology, &new.fact, new.speaker_id, now));
+    let secret = |new: &NewFact| secret_learned(topology, new, now);
     let prepared = prepare_facts(connection, facts, Check::Only(&suspects)).await?;
     // Usually one statement, atomic by itself: the facts and their outbox rows.
     let stored = if prepared.needs_transaction(&near_cap) {
@@ -579,41 +573,6 @@ fn known_key(holder: Uuid, origin: Uuid) -> u64 {
 fn holder_key(holder: Uuid, key: u64) -> u64 {
     let folded = holder.as_u128();
     key ^ (folded as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((folded >> 64) as u64).rotate_left(29)
-}
-
-/// `signal.secret_learned` for a secret reaching a new NPC.
-fn secret_learned(topology: &Topology, fact: &HeldFact, speaker: Option<Uuid>, now: DateTime<Utc>) -> OutboxMessage {
-    let mut extra = serde_json::Map::new();
-    extra.insert("fact_id".into(), fact.id.to_string().into());
-    extra.insert("origin_fact_id".into(), fact.origin_fact_id.to_string().into());
-    extra.insert("content".into(), fact.content.clone().into());
-    extra.insert("hop_count".into(), fact.hop_count.into());
-    if let Some(speaker) = speaker {
-        extra.insert("from_npc_id".into(), speaker.to_string().into());
-    }
-    let signal = Signal {
-        schema_version: SCHEMA_VERSION,
-        // One per (listener, origin): a replayed tick cannot emit it twice.
-        signal_id: crate::learn::derive_id(fact.origin_fact_id, fact.holder),
-        signal_type: signal_type::SECRET_LEARNED.to_owned(),
-        event_type: None,
-        npc_id: fact.holder,
-        player_id: fact.subject_id,
-        dimension: None,
-        old_value: None,
-        new_value: Some(fact.confidence),
-        stage: None,
-        conversation_id: None,
-        version: None,
-        at: now,
-        extra,
-    };
-    OutboxMessage {
-        subject: topology.signal(signal_type::SECRET_LEARNED),
-        msg_id: Some(signal.signal_id.to_string()),
-        payload: serde_json::to_vec(&signal).expect("signals serialise"),
-        headers: Default::default(),
-    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub struct Delivery {
     message: jetstream::Message,
     pub delivered: i64,
     pub stream_sequence: u64,
+    /// When JetStream stored the message: the same on every redelivery.
+    pub published: chrono::DateTime<chrono::Utc>,
 }
 
 impl Delivery {
@@ -198,7 +200,8 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                     Ok(info) => {
                         let delivered = info.delivered;
                         let stream_sequence = info.stream_sequence;
-                        batch.push(Delivery { message, delivered, stream_sequence });
+                        let published = info.published.with_timezone(&chrono::Utc);
+                        batch.push(Delivery { message, delivered, stream_sequence, published });
                     }
                     Err(error) => warn!(%error, "message without jetstream metadata ignored"),
                 },

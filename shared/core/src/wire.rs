@@ -369,7 +369,7 @@ pub struct NpcProfile {
     #[serde(default)]
     pub mood: Option<Mood>,
     /// When the game produced the profile; factions from the latest timestamp win
-    /// (DESIGN §9). `None` means "now" to the receiver.
+    /// (DESIGN §9). `None` means when the stream stored the message.
     #[serde(default)]
     pub at: Option<DateTime<Utc>>,
 }

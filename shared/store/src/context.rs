@@ -116,6 +116,16 @@ pub struct Fact {
     pub confidence: f64,
     pub importance: f64,
     pub source: String,
+    /// Not on the wire: a cached fact stops showing once this passes.
+    #[serde(skip)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl Fact {
+    /// Whether the fact still holds at `now` (a cache may keep it past its expiry).
+    pub fn valid_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+    }
 }
 
 /// What `npc_id` knows that is still valid (not expired, not superseded), most important
@@ -128,9 +138,9 @@ pub async fn knowledge(
     subject_id: Option<Uuid>,
     limit: i64,
 ) -> StoreResult<Vec<Fact>> {
-    type Row = (Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, String);
+    type Row = (Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, String, Option<DateTime<Utc>>);
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, category, subject_id, content, tags, confidence, importance, source FROM knowledge_facts
+        "SELECT id, category, subject_id, content, tags, confidence, importance, source, expires_at FROM knowledge_facts
          WHERE npc_id = $1 AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL
            AND ($3::text IS NULL OR $3 = ANY(tags)) AND ($4::uuid IS NULL OR subject_id = $4)
          ORDER BY importance DESC, confidence DESC, created_at DESC LIMIT $5",
@@ -144,7 +154,7 @@ pub async fn knowledge(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, category, subject_id, content, tags, confidence, importance, source)| Fact {
+        .map(|(id, category, subject_id, content, tags, confidence, importance, source, expires_at)| Fact {
             id,
             category,
             subject_id,
@@ -153,24 +163,36 @@ pub async fn knowledge(
             confidence,
             importance,
             source,
+            expires_at,
         })
         .collect())
 }
 
+/// An NPC's mood as the read side shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentMood {
+    pub mood: String,
+    pub intensity: f64,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl CurrentMood {
+    /// Whether the mood still holds at `now` (a cache may keep it past its expiry).
+    pub fn valid_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+    }
+}
+
 /// The NPC's current mood and its intensity, unless it expired.
-pub async fn mood(
-    connection: &mut PgConnection,
-    npc_id: Uuid,
-    now: DateTime<Utc>,
-) -> StoreResult<Option<(String, f64)>> {
+pub async fn mood(connection: &mut PgConnection, npc_id: Uuid, now: DateTime<Utc>) -> StoreResult<Option<CurrentMood>> {
     let row: Option<(Option<String>, f64, Option<DateTime<Utc>>)> =
         sqlx::query_as("SELECT mood, mood_intensity, mood_expires_at FROM npc_profiles WHERE npc_id = $1")
             .bind(npc_id)
             .fetch_optional(connection)
             .await?;
-    Ok(row.and_then(|(mood, intensity, expires)| {
-        let mood = mood?;
-        expires.is_none_or(|at| at > now).then_some((mood, intensity))
+    Ok(row.and_then(|(mood, intensity, expires_at)| {
+        let mood = CurrentMood { mood: mood?, intensity, expires_at };
+        mood.valid_at(now).then_some(mood)
     }))
 }
 

@@ -271,7 +271,7 @@ impl RawTickWrites {
         let npcs: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
         let origins: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
         let speakers: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
-        let msg_ids: Vec<String> = ids.iter().map(|id| format!("learned-{id}")).collect();
+        let msg_ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
         let started = Instant::now();
         sqlx::query(
             "WITH facts AS (
