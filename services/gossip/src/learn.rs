@@ -37,14 +37,19 @@ pub fn derive_id(message_id: Uuid, holder: Uuid) -> Uuid {
 }
 
 /// What a memory teaches the NPC that made it: secrets are gossip (faction intel when the
-/// memory is about a faction), world tags world events, the rest a trait of the player.
+/// memory is about a faction: tagged `faction` or naming one of the NPC's or the player's
+/// factions), world tags world events, the rest a trait of the player.
 pub fn fact_from_memory(event: &MemoryStored, memory: &npcmem_core::wire::StoredMemory) -> Option<HeldFact> {
     if memory.importance < MIN_LEARN_IMPORTANCE || memory.safety_flag == SafetyFlag::Suspect {
         return None;
     }
     let has = |tag: &str| memory.tags.iter().any(|t| t == tag);
     let category = if has("secret") {
-        if has("faction") { KnowledgeCategory::FactionIntel } else { KnowledgeCategory::NpcGossip }
+        if has("faction") || names_a_faction(memory, event.npc_factions.iter().chain(&event.player_factions)) {
+            KnowledgeCategory::FactionIntel
+        } else {
+            KnowledgeCategory::NpcGossip
+        }
     } else if memory.tags.iter().any(|t| WORLD_TAGS.contains(&t.as_str())) {
         KnowledgeCategory::WorldEvent
     } else {
@@ -63,6 +68,16 @@ pub fn fact_from_memory(event: &MemoryStored, memory: &npcmem_core::wire::Stored
         hop_count: 0,
         provenance: Vec::new(),
         expires_at: None,
+    })
+}
+
+/// Whether a memory names a faction in its tags or words: `smiths_guild` matches the tag
+/// `smiths_guild` and the words "smiths guild", in any case.
+fn names_a_faction<'a>(memory: &npcmem_core::wire::StoredMemory, factions: impl Iterator<Item = &'a String>) -> bool {
+    let content = memory.content.to_lowercase();
+    factions.filter(|faction| !faction.trim().is_empty()).any(|faction| {
+        let words = faction.to_lowercase().replace(['_', '-'], " ");
+        memory.tags.iter().any(|tag| tag.eq_ignore_ascii_case(faction)) || content.contains(words.trim())
     })
 }
 
@@ -551,6 +566,39 @@ mod tests {
     use npcmem_core::wire::KnowledgeLearned;
 
     use super::*;
+
+    #[test]
+    fn a_secret_about_a_faction_is_faction_intel() {
+        let memory = |content: &str, tags: &[&str]| {
+            serde_json::from_value::<npcmem_core::wire::StoredMemory>(serde_json::json!({
+                "id": Uuid::now_v7(), "memory_type": "episodic", "content": content, "tags": tags,
+                "importance": 0.6, "confidence": 0.9, "emotional_valence": "neutral",
+                "emotional_intensity": 0.4, "safety_flag": "clean"}))
+            .expect("a stored memory")
+        };
+        let event = |npc_factions: &[&str], player_factions: &[&str]| {
+            serde_json::from_value::<MemoryStored>(serde_json::json!({
+                "event_id": Uuid::now_v7(), "conversation_id": Uuid::now_v7(), "npc_id": Uuid::now_v7(),
+                "player_id": Uuid::now_v7(), "npc_factions": npc_factions, "player_factions": player_factions,
+                "extractor": "rules", "ended_at": "2026-12-03T10:00:00Z", "memories": []}))
+            .expect("an event")
+        };
+        let category = |event: &MemoryStored, memory| fact_from_memory(event, &memory).map(|fact| fact.category);
+        let guild = event(&["smiths_guild"], &["thieves-guild"]);
+        let told = "Aria told me a secret: \"the Smiths Guild is broke\"";
+        assert_eq!(category(&guild, memory(told, &["secret"])), Some(KnowledgeCategory::FactionIntel));
+        let told = "Aria told me a secret: \"the thieves guild meets at dawn\"";
+        assert_eq!(category(&guild, memory(told, &["secret"])), Some(KnowledgeCategory::FactionIntel));
+        assert_eq!(
+            category(&guild, memory("a plot", &["secret", "smiths_guild"])),
+            Some(KnowledgeCategory::FactionIntel)
+        );
+        assert_eq!(category(&guild, memory("a plot", &["secret", "faction"])), Some(KnowledgeCategory::FactionIntel));
+        let told = "Aria told me a secret: \"the miller is a mage\"";
+        assert_eq!(category(&guild, memory(told, &["secret"])), Some(KnowledgeCategory::NpcGossip));
+        assert_eq!(category(&event(&[], &[]), memory(told, &["secret"])), Some(KnowledgeCategory::NpcGossip));
+        assert_eq!(category(&guild, memory("Aria paid in full", &["trade"])), Some(KnowledgeCategory::PlayerTrait));
+    }
 
     #[test]
     fn derived_ids_of_structured_ids_are_distinct() {
