@@ -401,3 +401,37 @@ async fn two_replicas_run_each_job_once_per_schedule_tick() {
     }
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_consolidation_switch_pauses_scheduled_jobs_and_owed_ticks_run_when_it_is_back_on() {
+    let env = TestEnv::new().await;
+    let set = |enabled: bool| {
+        let pool = env.pool.clone();
+        async move {
+            let mut connection = pool.acquire().await.unwrap();
+            let value = serde_json::json!(enabled);
+            npcmem_store::switches::set(&mut connection, "consolidation_enabled", &value, "test").await.unwrap();
+        }
+    };
+    set(false).await;
+    let args = [
+        "--decay-schedule",
+        "every 1s",
+        "--consolidate-schedule",
+        "every 1s",
+        "--reinforce-schedule",
+        "every 1s",
+        "--scheduler-poll-ms",
+        "100",
+    ];
+    let consolidate = env.spawn_consolidate(&args);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(env.count("SELECT count(*) FROM job_runs").await, 0, "paused: no scheduled job ran");
+    set(true).await;
+    wait_until(WAIT, "every job runs again", || async {
+        env.count("SELECT count(DISTINCT job) FROM job_runs WHERE finished_at IS NOT NULL").await == 3
+    })
+    .await;
+    consolidate.stop().await;
+    env.cleanup().await;
+}

@@ -810,3 +810,53 @@ async fn a_secret_told_in_conversation_signals_once() {
     gossip.stop().await;
     env.cleanup().await;
 }
+
+/// The runtime switches: degraded mode and `gossip_enabled` stop ticks; `npcmem switch set`
+/// reaches the leader's next tick through `control.changed`, well before its timed re-read.
+#[tokio::test]
+async fn degraded_mode_and_the_gossip_switch_stop_ticks_and_a_switch_set_reaches_the_next_tick() {
+    use crate::cli::npcmem;
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    move_and_wait(&env, &[(teller, "hall"), (listener, "hall")]).await;
+    let news = author(&env, &[teller], "The mill burned", 0.9, 1.0, &[]).await;
+    wait_rows(&env, "the fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let mut ticker = Ticker::new(env.pool.clone(), env.topology.clone(), Some(env.nats.clone()), 10);
+    ticker.watch_changes().await.unwrap();
+    ticker.watch_switches().await.unwrap();
+
+    npcmem(&env, &["switch", "set", "degraded", "true"]).await.assert_ok();
+    for _ in 0..3 {
+        assert!(ticker.tick().await.unwrap().skipped, "degraded: no ticks");
+    }
+    assert_eq!(confidence_of(&env, listener, news).await, None);
+    npcmem(&env, &["switch", "set", "degraded", "false"]).await.assert_ok();
+    let set_at = std::time::Instant::now();
+    // The leader read the switches just now; only control.changed makes it read them again
+    // before 5 s have passed.
+    while ticker.tick().await.unwrap().skipped {
+        assert!(set_at.elapsed() < Duration::from_secs(3), "control.changed did not reach the leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ticks(&mut ticker, 1).await;
+    assert_eq!(confidence_of(&env, listener, news).await, Some(0.9), "gossip resumed");
+
+    npcmem(&env, &["switch", "set", "gossip_enabled", "false"]).await.assert_ok();
+    let set_at = std::time::Instant::now();
+    while !ticker.tick().await.unwrap().skipped {
+        assert!(set_at.elapsed() < Duration::from_secs(3), "control.changed did not reach the leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listed = npcmem(&env, &["switch", "list"]).await.assert_ok().stdout.clone();
+    let row = |name: &str| listed.lines().find(|line| line.starts_with(name)).unwrap_or_default().to_owned();
+    assert!(row("gossip_enabled").contains("false") && row("degraded").contains("false"), "{listed}");
+    let refused = npcmem(&env, &["switch", "set", "gossip", "false"]).await;
+    assert_eq!(refused.code, npcmem_cli::exit_code::BAD_INPUT, "{}", refused.error);
+    let refused = npcmem(&env, &["switch", "set", "degraded", "maybe"]).await;
+    assert_eq!(refused.code, npcmem_cli::exit_code::BAD_INPUT, "{}", refused.error);
+    let logged: i64 = env.count("SELECT count(*) FROM admin_actions WHERE action = 'switch.set'").await;
+    assert_eq!(logged, 3, "every change is in the admin log");
+    gossip.stop().await;
+    env.cleanup().await;
+}

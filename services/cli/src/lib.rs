@@ -21,6 +21,7 @@ mod memory_admin;
 mod privacy;
 mod sample;
 mod stats;
+mod switches;
 mod table;
 mod transfer;
 
@@ -29,6 +30,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use npcmem_bus::Topology;
 use npcmem_service::CommonConfig;
 use uuid::Uuid;
 
@@ -143,6 +145,11 @@ enum Command {
         #[command(subcommand)]
         action: factions::FactionsCommand,
     },
+    /// Runtime switches (degraded mode, gossip, consolidation): list or set.
+    Switch {
+        #[command(subcommand)]
+        action: switches::SwitchCommand,
+    },
 }
 
 /// Parses `args` (the program name first) and runs the command, writing its output to
@@ -188,6 +195,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Import(args) => transfer::import(&context, args, out).await,
         Command::Factions { action } => factions::run(&context, action, out).await,
         Command::Consolidate { action } => consolidate::run(&context, action, out).await,
+        Command::Switch { action } => switches::run(&context, action, out).await,
         Command::Bench { scenario } => {
             bench::run(&context.common, scenario).await.map_err(|error| CliError::Failed(format!("{error:#}")))
         }
@@ -219,22 +227,40 @@ impl Context {
     /// commit, best effort — the cache TTL is the safety net, so an unreachable NATS
     /// only earns a warning).
     pub async fn invalidate_caches(&self, messages: &[npcmem_core::wire::CacheInvalidate]) {
+        let payloads =
+            messages.iter().map(|message| serde_json::to_vec(message).expect("cache.invalidate serialises")).collect();
+        self.publish_core(|topology| topology.cache_invalidate(), payloads, "cache TTLs will expire the change").await;
+    }
+
+    /// Publishes `payloads` on a core NATS subject and flushes (publishes are buffered,
+    /// and the process may exit next). Best effort: a failure is a warning that says what
+    /// happens instead (`fallback`).
+    pub async fn publish_core(
+        &self,
+        subject: impl FnOnce(&Topology) -> String,
+        payloads: Vec<Vec<u8>>,
+        fallback: &str,
+    ) {
         let bus = match self.bus().await {
             Ok(bus) => bus,
             Err(error) => {
-                eprintln!("npcmem: warning: caches not told to drop the change ({error}); their TTL will expire it");
+                eprintln!("npcmem: warning: nothing sent on NATS ({error}); {fallback}");
                 return;
             }
         };
-        npcmem_bus::publish::invalidate_caches(&bus.client, &bus.topology, messages).await;
-        // Core NATS publishes are buffered: flush before the process exits.
-        let flushed = match tokio::time::timeout(self.options.connect_timeout(), bus.client.flush()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(_) => Err("flush timed out".to_string()),
+        let subject = subject(&bus.topology);
+        let sent = async {
+            for payload in payloads {
+                bus.client.publish(subject.clone(), payload.into()).await.map_err(|error| error.to_string())?;
+            }
+            match tokio::time::timeout(self.options.connect_timeout(), bus.client.flush()).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(_) => Err("flush timed out".to_owned()),
+            }
         };
-        if let Err(error) = flushed {
-            eprintln!("npcmem: warning: cache.invalidate may not have left ({error}); cache TTLs will expire it");
+        if let Err(error) = sent.await {
+            eprintln!("npcmem: warning: {subject} may not have left ({error}); {fallback}");
         }
     }
 }

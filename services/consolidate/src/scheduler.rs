@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use npcmem_core::consolidation::Schedule;
-use npcmem_store::{PgConnection, StoreError, maintenance};
+use npcmem_store::{PgConnection, StoreError, maintenance, switches};
 use sqlx::Connection;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -28,7 +28,16 @@ pub struct Scheduler {
 impl Scheduler {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         loop {
-            for (job, schedule) in &self.schedules {
+            // The `consolidation_enabled` runtime switch pauses scheduled jobs (a tick owed
+            // when it is turned back on still runs); `npcmem consolidate run` is not paused.
+            let enabled = match self.enabled().await {
+                Ok(enabled) => enabled,
+                Err(error) => {
+                    warn!(%error, "cannot read the runtime switches; scheduled jobs wait for the next poll");
+                    false
+                }
+            };
+            for (job, schedule) in self.schedules.iter().filter(|_| enabled) {
                 if *shutdown.borrow() {
                     return;
                 }
@@ -42,6 +51,12 @@ impl Scheduler {
                 _ = shutdown.changed() => return,
             }
         }
+    }
+
+    async fn enabled(&self) -> Result<bool, StoreError> {
+        let mut connection = self.jobs.pool.acquire().await?;
+        let values = switches::load_all(&mut connection).await?;
+        Ok(values.get("consolidation_enabled").and_then(serde_json::Value::as_bool).unwrap_or(true))
     }
 
     /// Runs `job` for `tick` unless another replica holds it or the tick is done; true

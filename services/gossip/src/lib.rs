@@ -89,8 +89,12 @@ pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), Service
     let support = context
         .start_support(registry, DEFAULT_HTTP_ADDR, vec![learn.spec.clone(), world.spec.clone()], &shutdown)
         .await?;
-    let ticker =
+    let mut ticker =
         tick::Ticker::new(context.pool.clone(), topology.clone(), Some(context.nats.clone()), config.gossip_budget);
+    ticker.watch_switches().await.map_err(|error| npcmem_bus::BusError::Subscribe {
+        subject: topology.control_changed(),
+        message: error.to_string(),
+    })?;
     let ticking = tokio::spawn(lead(
         ticker,
         config.common.database_url.clone(),

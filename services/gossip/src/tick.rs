@@ -202,6 +202,8 @@ pub struct Ticker {
     pub world: World,
     last_switch_check: Option<Instant>,
     enabled: bool,
+    /// Set by `P.control.changed` ([`Ticker::watch_switches`]): re-read the switches now.
+    switches: Option<SwitchWatch>,
     changes: Option<ChangeWatch>,
     last_load: Option<Instant>,
     last_prune: Option<Instant>,
@@ -229,6 +231,21 @@ impl Drop for ChangeWatch {
     }
 }
 
+/// Without `P.control.changed` the leader still re-reads the runtime switches this often.
+const SWITCHES_AT_LEAST_EVERY: Duration = Duration::from_secs(5);
+
+/// Listens for `P.control.changed`: whether a runtime switch changed since the last read.
+struct SwitchWatch {
+    changed: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SwitchWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 impl Ticker {
     pub fn new(pool: PgPool, topology: Topology, nats: Option<async_nats::Client>, budget: usize) -> Self {
         Self {
@@ -239,6 +256,7 @@ impl Ticker {
             world: World::default(),
             last_switch_check: None,
             enabled: true,
+            switches: None,
             changes: None,
             last_load: None,
             last_prune: None,
@@ -305,9 +323,29 @@ impl Ticker {
         Ok(())
     }
 
-    /// Gossip and degraded mode are runtime switches (DESIGN §3), read at most once a second.
+    /// Listens for `P.control.changed` (needs the NATS client), so a switch set by
+    /// `npcmem switch set` is read by the next tick rather than within
+    /// [`SWITCHES_AT_LEAST_EVERY`].
+    pub async fn watch_switches(&mut self) -> Result<(), async_nats::SubscribeError> {
+        let Some(nats) = &self.nats else { return Ok(()) };
+        let mut subscription = nats.subscribe(self.topology.control_changed()).await?;
+        let changed = Arc::new(AtomicBool::new(false));
+        let flag = changed.clone();
+        let task = tokio::spawn(async move {
+            use futures::StreamExt as _;
+            while subscription.next().await.is_some() {
+                flag.store(true, Ordering::Release);
+            }
+        });
+        self.switches = Some(SwitchWatch { changed, task });
+        Ok(())
+    }
+
+    /// Gossip and degraded mode are runtime switches (DESIGN §3), read when
+    /// `P.control.changed` says one changed and at least every [`SWITCHES_AT_LEAST_EVERY`].
     async fn gossip_enabled(&mut self) -> Result<bool, StoreError> {
-        if self.last_switch_check.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
+        let announced = self.switches.as_ref().is_some_and(|watch| watch.changed.swap(false, Ordering::AcqRel));
+        if !announced && self.last_switch_check.is_some_and(|at| at.elapsed() < SWITCHES_AT_LEAST_EVERY) {
             return Ok(self.enabled);
         }
         let mut connection = self.pool.acquire().await?;

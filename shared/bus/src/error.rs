@@ -12,4 +12,6 @@ pub enum BusError {
     Publish { subject: String, message: String },
     #[error("jetstream request failed: {0}")]
     Request(String),
+    #[error("subscribing to {subject} failed: {message}")]
+    Subscribe { subject: String, message: String },
 }

@@ -12,6 +12,22 @@ pub async fn load_all(connection: &mut PgConnection) -> StoreResult<HashMap<Stri
     Ok(rows.into_iter().map(|(switch, value)| (switch, value.0)).collect())
 }
 
+/// A switch as stored, for listing.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SwitchRow {
+    pub switch: String,
+    pub value: sqlx::types::Json<serde_json::Value>,
+    pub updated_by: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+pub async fn list(connection: &mut PgConnection) -> StoreResult<Vec<SwitchRow>> {
+    let rows = sqlx::query_as("SELECT switch, value, updated_by, updated_at FROM runtime_switches ORDER BY switch")
+        .fetch_all(connection)
+        .await?;
+    Ok(rows)
+}
+
 pub async fn set(
     connection: &mut PgConnection,
     switch: &str,
