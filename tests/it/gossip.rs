@@ -352,15 +352,20 @@ async fn a_tick_whose_commit_fails_unsure_loads_the_world_afresh() {
     env.cleanup().await;
 }
 
+/// A teller in `rooms.0` who holds `news` (importance, certain) and a listener in
+/// `rooms.1`, both recorded: (teller, listener, the news' fact id).
+async fn teller_and_listener(env: &TestEnv, rooms: (&str, &str), news: (&str, f64)) -> (Uuid, Uuid, Uuid) {
+    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
+    move_and_wait(env, &[(teller, rooms.0), (listener, rooms.1)]).await;
+    let fact = author(env, &[teller], news.0, news.1, 1.0, &[]).await;
+    wait_rows(env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    (teller, listener, fact)
+}
+
 /// A teller holding news and a listener in the tavern, and a leader (budget 0) that has
 /// loaded them: (teller, listener, the news' fact id, leader).
 async fn news_told_in_the_tavern(env: &TestEnv) -> (Uuid, Uuid, Uuid, Ticker) {
-    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
-    move_npc(env, teller, "tavern").await;
-    move_npc(env, listener, "tavern").await;
-    let news = author(env, &[teller], "The bridge is out", 0.9, 1.0, &[]).await;
-    wait_rows(env, "locations", "SELECT count(*) FROM npc_locations", 2).await;
-    wait_rows(env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let (teller, listener, news) = teller_and_listener(env, ("tavern", "tavern"), ("The bridge is out", 0.9)).await;
     let mut leader = ticker(env, 0).await;
     assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
     (teller, listener, news, leader)
@@ -668,10 +673,8 @@ async fn a_forgotten_player_is_not_gossiped_back_by_a_leader_that_has_not_heard(
 async fn facts_the_cap_evicts_stop_spreading_and_one_evicted_at_once_is_never_announced() {
     let env = TestEnv::new().await;
     let gossip = spawn(&env);
-    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
-    move_and_wait(&env, &[(teller, "loft"), (listener, "cellar")]).await;
-    let fading = author(&env, &[teller], "The miller owes the baker", 0.6, 1.0, &[]).await;
-    wait_rows(&env, "the fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let (teller, listener, fading) =
+        teller_and_listener(&env, ("loft", "cellar"), ("The miller owes the baker", 0.6)).await;
     let mut ticker = ticker(&env, 10).await;
     ticks(&mut ticker, 1).await;
     assert_eq!(ticker.world.size().spreadable_facts, 1);
@@ -818,10 +821,7 @@ async fn degraded_mode_and_the_gossip_switch_stop_ticks_and_a_switch_set_reaches
     use crate::cli::npcmem;
     let env = TestEnv::new().await;
     let gossip = spawn(&env);
-    let (teller, listener) = (Uuid::new_v4(), Uuid::new_v4());
-    move_and_wait(&env, &[(teller, "hall"), (listener, "hall")]).await;
-    let news = author(&env, &[teller], "The mill burned", 0.9, 1.0, &[]).await;
-    wait_rows(&env, "the fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let (_, listener, news) = teller_and_listener(&env, ("hall", "hall"), ("The mill burned", 0.9)).await;
     let mut ticker = Ticker::new(env.pool.clone(), env.topology.clone(), Some(env.nats.clone()), 10);
     ticker.watch_changes().await.unwrap();
     ticker.watch_switches().await.unwrap();

@@ -210,30 +210,10 @@ async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
 /// with its outbox message, and the others are stored once with theirs.
 #[tokio::test]
 async fn facts_thought_new_skip_the_one_already_known() {
-    use npcmem_core::gossip::HeldFact;
-    use npcmem_core::wire::KnowledgeCategory;
-    use npcmem_store::knowledge::{Known, NewFact, Source, insert_facts};
+    use npcmem_store::knowledge::{Known, NewFact, insert_facts};
     use npcmem_store::outbox::OutboxMessage;
     let env = TestEnv::new().await;
-    let new_fact = |holder: Uuid, origin: Uuid| NewFact {
-        fact: HeldFact {
-            id: Uuid::now_v7(),
-            origin_fact_id: origin,
-            holder,
-            category: KnowledgeCategory::WorldEvent,
-            subject_id: None,
-            content: "Bandits on the north road".into(),
-            tags: vec!["bandits".into()],
-            confidence: 0.8,
-            importance: 0.7,
-            hop_count: 1,
-            provenance: vec![Uuid::new_v4()],
-            expires_at: None,
-        },
-        source: Source::Gossip,
-        source_memory_id: None,
-        speaker_id: None,
-    };
+    let new_fact = |holder: Uuid, origin: Uuid| world_event(holder, origin, None);
     let message = |new: &NewFact| {
         let message = OutboxMessage {
             subject: "test.learned".into(),
@@ -275,30 +255,10 @@ async fn facts_thought_new_skip_the_one_already_known() {
 /// from memory, which hears of a deletion late.
 #[tokio::test]
 async fn a_copy_whose_speaker_no_longer_holds_the_fact_is_not_stored() {
-    use npcmem_core::gossip::HeldFact;
-    use npcmem_core::wire::KnowledgeCategory;
-    use npcmem_store::knowledge::{Known, NewFact, Source, insert_facts};
+    use npcmem_store::knowledge::{Known, NewFact, insert_facts};
     use npcmem_store::outbox::OutboxMessage;
     let env = TestEnv::new().await;
-    let fact = |holder: Uuid, origin: Uuid, speaker: Option<Uuid>| NewFact {
-        fact: HeldFact {
-            id: Uuid::now_v7(),
-            origin_fact_id: origin,
-            holder,
-            category: KnowledgeCategory::WorldEvent,
-            subject_id: None,
-            content: "The mine flooded".into(),
-            tags: vec![],
-            confidence: 0.9,
-            importance: 0.8,
-            hop_count: u8::from(speaker.is_some()).into(),
-            provenance: speaker.into_iter().collect(),
-            expires_at: None,
-        },
-        source: if speaker.is_some() { Source::Gossip } else { Source::Authored },
-        source_memory_id: None,
-        speaker_id: speaker,
-    };
+    let fact = world_event;
     let message = |new: &NewFact| {
         let payload = b"{}".to_vec();
         let message = OutboxMessage {
@@ -350,4 +310,31 @@ async fn a_copy_whose_speaker_no_longer_holds_the_fact_is_not_stored() {
     assert_eq!(second_holds, 0);
     drop(connection);
     env.cleanup().await;
+}
+
+/// A world event `holder` learned: told by `speaker` (a gossip copy, one hop on) or, without
+/// one, authored.
+fn world_event(holder: Uuid, origin: Uuid, speaker: Option<Uuid>) -> npcmem_store::knowledge::NewFact {
+    use npcmem_core::gossip::HeldFact;
+    use npcmem_core::wire::KnowledgeCategory;
+    use npcmem_store::knowledge::{NewFact, Source};
+    NewFact {
+        fact: HeldFact {
+            id: Uuid::now_v7(),
+            origin_fact_id: origin,
+            holder,
+            category: KnowledgeCategory::WorldEvent,
+            subject_id: None,
+            content: "Bandits on the north road".into(),
+            tags: vec!["bandits".into()],
+            confidence: 0.8,
+            importance: 0.7,
+            hop_count: speaker.map_or(0, |_| 1),
+            provenance: speaker.into_iter().collect(),
+            expires_at: None,
+        },
+        source: if speaker.is_some() { Source::Gossip } else { Source::Authored },
+        source_memory_id: None,
+        speaker_id: speaker,
+    }
 }
