@@ -48,6 +48,14 @@ async fn confidence_of(env: &TestEnv, npc: Uuid, origin: Uuid) -> Option<f64> {
         .unwrap()
 }
 
+/// Every `event.knowledge.learned` published, once the outbox is empty.
+async fn learned_events(env: &TestEnv) -> Vec<Value> {
+    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
+    let events = env.stream_messages(StreamKind::Events).await;
+    let learned = events.iter().filter(|m| m.subject.as_str() == env.subject("event.knowledge.learned"));
+    learned.map(|m| serde_json::from_slice(&m.payload).expect("events are JSON")).collect()
+}
+
 async fn wait_rows(env: &TestEnv, what: &str, sql: &'static str, expected: i64) {
     wait_until(WAIT, what, || async { env.count(sql).await == expected }).await;
 }
@@ -280,13 +288,7 @@ async fn a_restart_mid_spread_loses_and_duplicates_nothing() {
             .unwrap();
     assert_eq!(holders, 30, "every NPC learned it");
     assert_eq!(env.count("SELECT count(*) FROM knowledge_facts").await, 30, "nobody twice");
-    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
-    let learned = env
-        .stream_messages(StreamKind::Events)
-        .await
-        .iter()
-        .filter(|m| m.subject.as_str() == env.subject("event.knowledge.learned"))
-        .count();
+    let learned = learned_events(&env).await.len();
     assert_eq!(learned, 30, "one event.knowledge.learned per fact stored");
     gossip.stop().await;
     env.cleanup().await;
@@ -470,14 +472,7 @@ async fn contradicting_facts_supersede_or_doubt_keep_both_and_superseded_ones_st
     assert_eq!(held(&env, dora, theft).await.map(|h| h.1), Some(0.9));
     assert!(held(&env, dora, honest).await.is_none(), "the superseded belief stays with Anna");
 
-    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
-    let learned: Vec<Value> = env
-        .stream_messages(StreamKind::Events)
-        .await
-        .iter()
-        .filter(|m| m.subject.as_str() == env.subject("event.knowledge.learned"))
-        .map(|m| serde_json::from_slice(&m.payload).unwrap())
-        .collect();
+    let learned = learned_events(&env).await;
     let bram_event = learned.iter().find(|event| event["fact"]["id"] == json!(bram_honest)).expect("Bram's event");
     assert_eq!(
         bram_event["fact"]["contradicted"],
@@ -654,14 +649,8 @@ async fn a_forgotten_player_is_not_gossiped_back_by_a_leader_that_has_not_heard(
         "the rest of the news still spreads"
     );
     assert_eq!(ticker.world.size().spreadable_facts, 4, "the leader forgot both copies of the rumour");
-    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
-    let needle = player.to_string();
-    let named = env
-        .stream_messages(StreamKind::Events)
-        .await
-        .iter()
-        .filter(|m| String::from_utf8_lossy(&m.payload).contains(&needle))
-        .count();
+    let named =
+        learned_events(&env).await.iter().filter(|event| event.to_string().contains(&player.to_string())).count();
     assert_eq!(named, 2, "only the two events from before the forget name the player");
     gossip.stop().await;
     env.cleanup().await;
@@ -701,14 +690,7 @@ async fn facts_the_cap_evicts_stop_spreading_and_one_evicted_at_once_is_never_an
     assert_eq!(ticks(&mut ticker, 3).await, 0, "nothing left to tell");
     assert_eq!(confidence_of(&env, listener, fading).await, None);
 
-    wait_until(WAIT, "events published", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
-    let learned: Vec<Value> = env
-        .stream_messages(StreamKind::Events)
-        .await
-        .iter()
-        .filter(|m| m.subject.as_str() == env.subject("event.knowledge.learned"))
-        .map(|m| serde_json::from_slice(&m.payload).unwrap())
-        .collect();
+    let learned = learned_events(&env).await;
     let origins: Vec<&Value> = learned.iter().map(|event| &event["fact"]["origin_fact_id"]).collect();
     assert_eq!(origins, vec![&json!(fading)], "the fact evicted at once was never announced");
     gossip.stop().await;
