@@ -25,18 +25,40 @@ CREATE TRIGGER knowledge_facts_deleted
     AFTER DELETE ON knowledge_facts REFERENCING OLD TABLE AS gone
     FOR EACH STATEMENT EXECUTE FUNCTION knowledge_facts_forgotten();
 
--- Whether every gossip copy in `facts` is told by a speaker who still holds its origin
--- fact: the leader plans from memory, which learns of a deletion a tick or so late, and
--- a fact deleted meanwhile (a forgotten player's above all) must not come back as a copy.
--- Raises (SQLSTATE NPG01) otherwise, so the all-or-nothing insert fails as a whole and the
--- tick inserts again, skipping those copies. STABLE and without row references, so an
--- insert's WHERE evaluates it once per statement, not per row.
-CREATE FUNCTION gossip_speakers_hold(facts knowledge_fact_row[]) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+-- Facts learned from anything but gossip, by holder and time: the gossip tick asks whether
+-- a listener learned such a fact after the leader's last load (partial, so gossip's own
+-- inserts do not maintain it).
+CREATE INDEX knowledge_facts_learned_idx ON knowledge_facts (npc_id, created_at) WHERE source <> 'gossip';
+
+-- Whether a tick's gossip copies in `facts`, planned from the leader's memory as loaded at
+-- `loaded_since` (its watermark), may be stored as they are. Raises otherwise, so the
+-- all-or-nothing insert fails as a whole:
+-- * NPG02 if a listener learned, at or after `loaded_since`, a fact of the same category
+--   and subject from anything but gossip: the leader did not know it, so did not check
+--   the copy against it for a contradiction (the tick checks the batch in Postgres and
+--   writes it again);
+-- * NPG01 if a speaker no longer holds the fact it tells: memory learns of a deletion a
+--   tick or so late, and a deleted fact (a forgotten player's above all) must not come
+--   back as a copy (the tick inserts again, skipping those copies).
+-- STABLE and without row references, so an insert's WHERE evaluates it once per
+-- statement, not per row.
+CREATE FUNCTION gossip_copies_may_go(facts knowledge_fact_row[], loaded_since timestamptz)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    unseen boolean;
+    forgotten boolean;
 BEGIN
-    IF EXISTS (SELECT 1 FROM unnest(facts) AS f
-               WHERE f.speaker_id IS NOT NULL
-                 AND NOT EXISTS (SELECT 1 FROM knowledge_facts k
-                                 WHERE k.npc_id = f.speaker_id AND k.origin_fact_id = f.origin_fact_id)) THEN
+    SELECT coalesce(bool_or(c.unseen), false), coalesce(bool_or(NOT c.held), false) INTO unseen, forgotten
+    FROM (SELECT EXISTS (SELECT 1 FROM knowledge_facts k
+                         WHERE k.npc_id = f.npc_id AND k.source <> 'gossip' AND k.created_at >= loaded_since
+                           AND k.category = f.category AND k.subject_id IS NOT DISTINCT FROM f.subject_id) AS unseen,
+                 EXISTS (SELECT 1 FROM knowledge_facts k
+                         WHERE k.npc_id = f.speaker_id AND k.origin_fact_id = f.origin_fact_id) AS held
+          FROM unnest(facts) AS f WHERE f.speaker_id IS NOT NULL) AS c;
+    IF unseen THEN
+        RAISE EXCEPTION 'a listener learned a fact the leader has not loaded' USING ERRCODE = 'NPG02';
+    END IF;
+    IF forgotten THEN
         RAISE EXCEPTION 'a speaker no longer holds the fact it tells' USING ERRCODE = 'NPG01';
     END IF;
     RETURN true;

@@ -842,3 +842,44 @@ async fn degraded_mode_and_the_gossip_switch_stop_ticks_and_a_switch_set_reaches
     gossip.stop().await;
     env.cleanup().await;
 }
+
+/// A listener that learned a contradicting fact after the leader's last load (from the
+/// world, not from gossip): the copy the leader planned without knowing is still checked
+/// against it, and supersedes it.
+#[tokio::test]
+async fn a_copy_contradicting_what_its_listener_just_learned_is_checked_though_the_leader_had_not_loaded_it() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (teller, listener, aria) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    move_and_wait(&env, &[(teller, "inn"), (listener, "inn")]).await;
+    let honest = observe(&env, teller, aria, "Aria is honest, she paid in full", &["trade"]).await;
+    wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    let mut leader = ticker(&env, 0).await;
+    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    let liar = Uuid::new_v4();
+    world(
+        &env,
+        "world.fact",
+        json!({"fact_id": liar, "npc_ids": [listener], "subject_id": aria, "category": "player_trait",
+        "content": "Aria is a liar", "importance": 0.7, "confidence": 0.8}),
+    )
+    .await;
+    wait_rows(&env, "the listener's fact", "SELECT count(*) FROM knowledge_facts", 2).await;
+    // The next tick plans on memory without the listener's new fact.
+    leader.budget = 10;
+    let report = leader.tick().await.unwrap();
+    assert_eq!(report.exchanges, 1, "{report:?}");
+    let (told, confidence, _, _) = held(&env, listener, honest).await.expect("the listener heard it");
+    assert_eq!(confidence, 0.9);
+    let (_, confidence, superseded_by, _) = held(&env, listener, liar).await.unwrap();
+    assert_eq!((confidence, superseded_by), (0.8, Some(told)), "checked: 0.9 ≥ 0.8 supersedes, kept");
+    let learned = learned_events(&env).await;
+    let event = learned.iter().find(|event| event["fact"]["id"] == json!(told)).expect("the copy's event");
+    assert_eq!(
+        event["fact"]["contradicted"],
+        json!([{"fact_id": held(&env, listener, liar).await.unwrap().0,
+        "outcome": "superseded", "confidence": null}])
+    );
+    gossip.stop().await;
+    env.cleanup().await;
+}

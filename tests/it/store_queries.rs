@@ -227,12 +227,21 @@ async fn facts_thought_new_skip_the_one_already_known() {
     let (known_holder, other) = (Uuid::new_v4(), Uuid::new_v4());
     let mut connection = env.pool.acquire().await.unwrap();
     let first = [new_fact(known_holder, origin)];
-    let stored = insert_facts(&mut connection, &first, &[message(&first[0])], Known::Unlikely).await.unwrap();
+    let stored = insert_facts(
+        &mut connection,
+        &first,
+        &[message(&first[0])],
+        Known::Unlikely { loaded_since: chrono::Utc::now() },
+    )
+    .await
+    .unwrap();
     assert_eq!(stored, vec![first[0].fact.id], "a batch without duplicates goes in as is");
 
     let batch = [new_fact(known_holder, origin), new_fact(other, origin)];
     let messages: Vec<_> = batch.iter().map(message).collect();
-    let stored = insert_facts(&mut connection, &batch, &messages, Known::Unlikely).await.unwrap();
+    let stored = insert_facts(&mut connection, &batch, &messages, Known::Unlikely { loaded_since: chrono::Utc::now() })
+        .await
+        .unwrap();
     assert_eq!(stored, vec![batch[1].fact.id], "the known one is skipped, the new one stored");
     let facts: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_facts WHERE origin_fact_id = $1")
         .bind(origin)
@@ -276,7 +285,14 @@ async fn a_copy_whose_speaker_no_longer_holds_the_fact_is_not_stored() {
     let originals = [fact(teller, flood, None), fact(quiet, fire, None)];
     insert_facts(&mut connection, &originals, &[], Known::Possible).await.unwrap();
     let told = [fact(first, flood, Some(teller))];
-    let stored = insert_facts(&mut connection, &told, &[message(&told[0])], Known::Unlikely).await.unwrap();
+    let stored = insert_facts(
+        &mut connection,
+        &told,
+        &[message(&told[0])],
+        Known::Unlikely { loaded_since: chrono::Utc::now() },
+    )
+    .await
+    .unwrap();
     assert_eq!(stored, vec![told[0].fact.id], "the teller holds it: stored");
 
     sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1").bind(teller).execute(&mut *connection).await.unwrap();
@@ -285,7 +301,7 @@ async fn a_copy_whose_speaker_no_longer_holds_the_fact_is_not_stored() {
         .await
         .unwrap();
     assert_eq!(logged, vec![(teller, flood)], "the deletion is logged for the leader");
-    for known in [Known::Unlikely, Known::Possible] {
+    for known in [Known::Unlikely { loaded_since: chrono::Utc::now() }, Known::Possible] {
         let batch = [fact(second, flood, Some(teller)), fact(third, fire, Some(quiet))];
         let messages: Vec<_> = batch.iter().map(message).collect();
         let stored = insert_facts(&mut connection, &batch, &messages, known).await.unwrap();

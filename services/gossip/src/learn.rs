@@ -87,6 +87,9 @@ fn names_a_faction<'a>(memory: &npcmem_core::wire::StoredMemory, factions: impl 
 pub struct Stored {
     pub facts: Vec<NewFact>,
     pub revisions: Vec<Revision>,
+    /// A [`Known::Unlikely`] batch written as nothing because a listener learned a fact
+    /// its writer had not loaded (`knowledge::is_unchecked`): check these and write again.
+    pub unchecked: Vec<NewFact>,
 }
 
 /// Which new facts to check against what their holders hold in Postgres.
@@ -145,7 +148,7 @@ pub async fn prepare_facts(
 /// inserted ones, and holds the `capped` holders to the per-NPC cap. Unless
 /// [`Prepared::needs_transaction`] is false, call inside a transaction (and then with
 /// [`Known::Possible`]). `meanwhile` runs while the insert is on its way, with the facts
-/// it stores unless the write fails or (only then) some turn out known already.
+/// it stores unless the write fails or some turn out known already or unchecked.
 pub async fn write_facts(
     connection: &mut PgConnection,
     topology: &Topology,
@@ -164,7 +167,11 @@ pub async fn write_facts(
         }
     }
     let insert = knowledge::insert_facts(connection, &facts, &messages, known);
-    let inserted: HashSet<Uuid> = overlapping(insert, || meanwhile(&facts)).await?.into_iter().collect();
+    let inserted: HashSet<Uuid> = match overlapping(insert, || meanwhile(&facts)).await {
+        Ok(ids) => ids.into_iter().collect(),
+        Err(error) if knowledge::is_unchecked(&error) => return Ok(Stored { unchecked: facts, ..Stored::default() }),
+        Err(error) => return Err(error),
+    };
     // A redelivered fact was stored (and revised what it contradicts) the first time.
     let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
     knowledge::apply_revisions(connection, &revisions).await?;
@@ -179,7 +186,7 @@ pub async fn write_facts(
     outbox::withdraw(connection, &dropped).await?;
     let stored: Vec<NewFact> =
         facts.into_iter().filter(|new| inserted.contains(&new.fact.id) && !evicted.contains(&new.fact.id)).collect();
-    Ok(Stored { facts: stored, revisions })
+    Ok(Stored { facts: stored, revisions, unchecked: Vec::new() })
 }
 
 /// Awaits `future`, running `meanwhile` right after its first poll: for a statement, once

@@ -15,6 +15,7 @@ use npcmem_bus::Topology;
 use npcmem_core::gossip::contradiction::{self, Outcome, Revision};
 use npcmem_core::gossip::{Drives, GossipQueue, HeldFact, propagate, select};
 use npcmem_store::knowledge::{self, ForgottenFact, Known, NewFact, Source, WorldChanges};
+use npcmem_store::outbox::OutboxMessage;
 use npcmem_store::{PgConnection, PgPool, StoreError, switches};
 use sqlx::Postgres;
 use sqlx::pool::PoolConnection;
@@ -509,7 +510,10 @@ impl Ticker {
             })
             .map(|(holder, _)| holder)
             .collect();
-        PlannedWrite { facts, suspects, near_cap, now }
+        // Always set once the world is loaded; the epoch would make every fact count as
+        // unseen (each tick checked in Postgres), never one as seen.
+        let loaded_since = self.world.watermark.unwrap_or(DateTime::UNIX_EPOCH);
+        PlannedWrite { facts, suspects, near_cap, loaded_since, now }
     }
 
     /// Takes a committed tick's facts and revisions into memory (unless the world took the
@@ -558,6 +562,8 @@ struct PlannedWrite {
     /// Facts whose claim keys match something their listener holds: checked in Postgres.
     suspects: HashSet<Uuid>,
     near_cap: Vec<Uuid>,
+    /// The watermark the plan's memory was loaded at.
+    loaded_since: DateTime<Utc>,
     now: DateTime<Utc>,
 }
 
@@ -574,27 +580,50 @@ async fn write_planned(
     if write.facts.is_empty() {
         return Ok(None);
     }
-    let PlannedWrite { facts, suspects, near_cap, now } = write;
+    let PlannedWrite { facts, suspects, near_cap, loaded_since, now } = write;
     let secret = |new: &NewFact| secret_learned(topology, new, now);
-    let prepared = prepare_facts(connection, facts, Check::Only(&suspects)).await?;
-    // Usually one statement, atomic by itself: the facts and their outbox rows.
-    let stored = if prepared.needs_transaction(&near_cap) {
-        let mut transaction = sqlx::Connection::begin(connection).await?;
-        let stored =
-            write_facts(&mut transaction, topology, prepared, &near_cap, Known::Possible, secret, |_| {}).await?;
-        transaction.commit().await?;
-        stored
-    } else {
-        // The leader plans only exchanges its listeners do not know (as far as it knows).
-        let take_in = |facts: &[NewFact]| {
-            *taken_in = Some(facts.iter().map(|new| (new.fact.holder, new.fact.id)).collect());
-            for new in facts {
-                world.take_in(new.fact.clone(), now);
-            }
-        };
-        write_facts(connection, topology, prepared, &near_cap, Known::Unlikely, secret, take_in).await?
+    // When Postgres is read anyway (suspects, or listeners near the cap), every fact is
+    // checked: a write in a transaction then misses no fact the leader has not loaded.
+    let check = if suspects.is_empty() && near_cap.is_empty() { Check::Only(&suspects) } else { Check::Every };
+    let prepared = prepare_facts(connection, facts, check).await?;
+    if prepared.needs_transaction(&near_cap) {
+        return write_in_transaction(connection, topology, prepared, &near_cap, &secret).await.map(Some);
+    }
+    // Usually one statement, atomic by itself: the facts and their outbox rows. The leader
+    // plans only exchanges its listeners do not know (as far as it knows).
+    let take_in = |facts: &[NewFact]| {
+        *taken_in = Some(facts.iter().map(|new| (new.fact.holder, new.fact.id)).collect());
+        for new in facts {
+            world.take_in(new.fact.clone(), now);
+        }
     };
-    Ok(Some(stored))
+    let known = Known::Unlikely { loaded_since };
+    let stored = write_facts(connection, topology, prepared, &near_cap, known, &secret, take_in).await?;
+    if stored.unchecked.is_empty() {
+        return Ok(Some(stored));
+    }
+    // A listener learned a fact the leader has not loaded, which these copies may
+    // contradict: the world gives back what it took in, and the batch is checked against
+    // everything its listeners hold and written again.
+    for (holder, fact_id) in taken_in.take().into_iter().flatten() {
+        world.forget_fact(holder, fact_id);
+    }
+    let prepared = prepare_facts(connection, stored.unchecked, Check::Every).await?;
+    write_in_transaction(connection, topology, prepared, &near_cap, &secret).await.map(Some)
+}
+
+/// Writes prepared facts, their revisions and the cap in one transaction.
+async fn write_in_transaction(
+    connection: &mut PgConnection,
+    topology: &Topology,
+    prepared: crate::learn::Prepared,
+    near_cap: &[Uuid],
+    secret: &impl Fn(&NewFact) -> Option<OutboxMessage>,
+) -> Result<Stored, StoreError> {
+    let mut transaction = sqlx::Connection::begin(connection).await?;
+    let stored = write_facts(&mut transaction, topology, prepared, near_cap, Known::Possible, secret, |_| {}).await?;
+    transaction.commit().await?;
+    Ok(stored)
 }
 
 /// A 64-bit fingerprint of (holder, origin fact), by a fixed-seed quality hash, so ids

@@ -46,18 +46,29 @@ pub struct NewFact {
 pub enum Known {
     /// Redeliveries and replays: duplicates are skipped row by row.
     Possible,
-    /// The caller checked against what it knows (the gossip leader's memory): the batch is
-    /// first inserted as is, which costs Postgres less than checking every row for a
-    /// conflict, and only when a duplicate turns up anyway is it inserted again the careful
-    /// way. The failed statement aborts a surrounding transaction: only outside one.
-    Unlikely,
+    /// The caller checked against what it knows (the gossip leader's memory, loaded at
+    /// `loaded_since`, its watermark): the batch is first inserted as is, which costs
+    /// Postgres less than checking every row for a conflict, and only when a duplicate
+    /// turns up anyway is it inserted again the careful way. If a listener learned a fact
+    /// since that the caller could not check the batch against, nothing is inserted and
+    /// the error says so ([`is_unchecked`]). The failed statement aborts a surrounding
+    /// transaction: only outside one.
+    Unlikely { loaded_since: DateTime<Utc> },
+}
+
+/// Whether `error` is [`insert_facts`] refusing a [`Known::Unlikely`] batch because a
+/// listener learned a fact since the caller's memory was loaded: check the batch for
+/// contradictions in Postgres and write it again.
+pub fn is_unchecked(error: &crate::StoreError) -> bool {
+    matches!(error, crate::StoreError::Other(sqlx::Error::Database(error)) if error.code().as_deref() == Some(UNSEEN_LEARNING))
 }
 
 /// The constraint that makes a fact unique per holder and origin (migration 0007).
 const UNIQUE_PER_HOLDER: &str = "knowledge_facts_npc_id_origin_fact_id_key";
-/// What `gossip_speakers_hold` raises when a speaker no longer holds a fact it tells
-/// (migration 0015).
+/// What `gossip_copies_may_go` raises (migration 0015) when a speaker no longer holds a
+/// fact it tells, and when a listener learned a fact the caller had not loaded.
 const SPEAKER_FORGOT: &str = "NPG01";
+const UNSEEN_LEARNING: &str = "NPG02";
 
 /// Inserts facts an NPC does not know yet (unique per holder and origin) and, in the same
 /// statement, queues the outbox messages of the facts actually inserted (each message
@@ -74,9 +85,11 @@ pub async fn insert_facts(
     if facts.is_empty() {
         return Ok(Vec::new());
     }
-    if known == Known::Unlikely {
+    if let Known::Unlikely { loaded_since } = known {
         // All or nothing: on success every fact was stored, so no ids need to come back.
-        match sqlx::query_with(INSERT_NEW_FACTS, fact_arguments(facts, messages)?).execute(&mut *connection).await {
+        let mut arguments = fact_arguments(facts, messages)?;
+        arguments.add(loaded_since).map_err(sqlx::Error::Encode)?;
+        match sqlx::query_with(INSERT_NEW_FACTS, arguments).execute(&mut *connection).await {
             Err(sqlx::Error::Database(error))
                 if error.constraint() == Some(UNIQUE_PER_HOLDER) || error.code().as_deref() == Some(SPEAKER_FORGOT) =>
             {
@@ -123,10 +136,10 @@ macro_rules! queue_messages_sql {
 }
 
 /// All or nothing: every message goes out, in the order given (a function scan keeps it).
-/// Fails (SQLSTATE [`SPEAKER_FORGOT`]) if a speaker no longer holds what it tells.
+/// Fails ([`UNSEEN_LEARNING`], [`SPEAKER_FORGOT`]) unless the copies may go as planned.
 const INSERT_NEW_FACTS: &str = concat!(
     "WITH inserted AS (",
-    insert_facts_sql!("WHERE gossip_speakers_hold($1)", ""),
+    insert_facts_sql!("WHERE gossip_copies_may_go($1, $7)", ""),
     ")
          ",
     queue_messages_sql!("AS m(fact_id, subject, msg_id, payload, headers)")
