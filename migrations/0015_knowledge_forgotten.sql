@@ -15,9 +15,13 @@ CREATE INDEX knowledge_forgotten_at_idx ON knowledge_forgotten (forgotten_at);
 -- in one insert and notifies the leader once.
 CREATE FUNCTION knowledge_facts_forgotten() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO knowledge_forgotten (npc_id, fact_id, origin_fact_id)
-        SELECT npc_id, id, origin_fact_id FROM gone;
-    PERFORM pg_notify('npcmem_gossip_world', '');
+    -- The cap's DELETE runs on every learned batch and usually removes nothing: only a
+    -- deletion wakes the leader.
+    IF EXISTS (SELECT 1 FROM gone) THEN
+        INSERT INTO knowledge_forgotten (npc_id, fact_id, origin_fact_id)
+            SELECT npc_id, id, origin_fact_id FROM gone;
+        PERFORM pg_notify('npcmem_gossip_world', '');
+    END IF;
     RETURN NULL;
 END;
 $$;

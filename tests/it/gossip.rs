@@ -667,16 +667,7 @@ async fn facts_the_cap_evicts_stop_spreading_and_one_evicted_at_once_is_never_an
     let mut ticker = ticker(&env, 10).await;
     ticks(&mut ticker, 1).await;
     assert_eq!(ticker.world.size().spreadable_facts, 1);
-    // 500 more important facts too uncertain to spread (the cap ranks by importance alone).
-    sqlx::query(
-        "INSERT INTO knowledge_facts (id, npc_id, category, content, confidence, importance, source, origin_fact_id)
-         SELECT id, $1, 'world_event', 'filler ' || n, 0.1, 0.9, 'authored', id
-         FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, 500) AS n) AS filler",
-    )
-    .bind(teller)
-    .execute(&env.pool)
-    .await
-    .unwrap();
+    fill_to_the_cap(&env, teller).await;
     // Learning one more makes 502: the cap drops the two least important, the new one too.
     let evicted_at_once = author(&env, &[teller], "The baker owes the miller", 0.55, 1.0, &[]).await;
     wait_until(WAIT, "the cap held", || async { env.count("SELECT count(*) FROM knowledge_forgotten").await == 2 })
@@ -693,6 +684,93 @@ async fn facts_the_cap_evicts_stop_spreading_and_one_evicted_at_once_is_never_an
     let learned = learned_events(&env).await;
     let origins: Vec<&Value> = learned.iter().map(|event| &event["fact"]["origin_fact_id"]).collect();
     assert_eq!(origins, vec![&json!(fading)], "the fact evicted at once was never announced");
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+/// Gives `npc` 500 facts more important than any test's own (0.9) but too uncertain to
+/// spread: the cap ranks by importance alone.
+async fn fill_to_the_cap(env: &TestEnv, npc: Uuid) {
+    sqlx::query(
+        "INSERT INTO knowledge_facts (id, npc_id, category, content, confidence, importance, source, origin_fact_id)
+         SELECT id, $1, 'world_event', 'filler ' || n, 0.1, 0.9, 'authored', id
+         FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, 500) AS n) AS filler",
+    )
+    .bind(npc)
+    .execute(&env.pool)
+    .await
+    .unwrap();
+}
+
+/// A copy its listener's cap drops at once is told once: the leader counts it known, so
+/// it does not insert, drop and log it again every tick.
+#[tokio::test]
+async fn a_copy_the_listeners_cap_drops_at_once_is_told_once() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (_, listener, news) = teller_and_listener(&env, ("loft", "cellar"), ("The miller owes the baker", 0.6)).await;
+    fill_to_the_cap(&env, listener).await;
+    let mut ticker = ticker(&env, 10).await;
+    ticks(&mut ticker, 1).await;
+    move_and_wait(&env, &[(listener, "loft")]).await;
+    assert_eq!(ticks(&mut ticker, 8).await, 0, "told, then dropped at once: no exchange counts");
+    assert_eq!(confidence_of(&env, listener, news).await, None);
+    let dropped: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_forgotten WHERE npc_id = $1")
+        .bind(listener)
+        .fetch_one(&env.pool)
+        .await
+        .unwrap();
+    assert_eq!(dropped, 1, "told once, not every tick");
+    assert!(learned_events(&env).await.iter().all(|event| event["npc_id"] != json!(listener)), "never announced");
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+/// A copy skipped because its speaker no longer held the fact is given back: its listener
+/// still hears the fact from someone else.
+#[tokio::test]
+async fn a_listener_skipped_because_the_speaker_forgot_still_hears_it_from_another() {
+    let env = TestEnv::new().await;
+    let gossip = spawn(&env);
+    let (first, second, listener) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    move_and_wait(&env, &[(first, "mill"), (listener, "mill"), (second, "forge")]).await;
+    let news = author(&env, &[first, second], "The river is rising", 0.8, 1.0, &[]).await;
+    wait_rows(&env, "both tellers' facts", "SELECT count(*) FROM knowledge_facts", 2).await;
+    let mut leader = ticker(&env, 0).await;
+    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1").bind(first).execute(&env.pool).await.unwrap();
+    // The next tick plans on memory where the first teller still holds it.
+    leader.budget = 10;
+    assert_eq!(leader.tick().await.unwrap().exchanges, 0, "the speaker forgot: skipped");
+    move_and_wait(&env, &[(listener, "forge")]).await;
+    ticks(&mut leader, 3).await;
+    let (_, confidence, _, _) = held(&env, listener, news).await.expect("heard from the second teller");
+    assert_eq!(confidence, 0.9);
+    gossip.stop().await;
+    env.cleanup().await;
+}
+
+/// A world fact about a player sent before the player was forgotten (a late or replayed
+/// message) is dropped; one sent after is learned.
+#[tokio::test]
+async fn a_world_fact_sent_before_its_player_was_forgotten_is_not_learned() {
+    let env = TestEnv::new().await;
+    let (npc, player) = (Uuid::new_v4(), Uuid::new_v4());
+    let about = |content: &str| {
+        json!({"fact_id": Uuid::new_v4(), "npc_ids": [npc], "subject_id": player, "category": "player_trait",
+               "content": content, "importance": 0.8})
+    };
+    world(&env, "world.fact", about("The stranger cheats at dice")).await;
+    let mut transaction = env.pool.begin().await.unwrap();
+    npcmem_store::privacy::forget_player(&mut transaction, player, Utc::now()).await.unwrap();
+    transaction.commit().await.unwrap();
+    world(&env, "world.fact", about("The stranger paid for a round")).await;
+    let gossip = spawn(&env);
+    wait_rows(&env, "the later fact", "SELECT count(*) FROM knowledge_facts", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let contents: Vec<String> =
+        sqlx::query_scalar("SELECT content FROM knowledge_facts").fetch_all(&env.pool).await.unwrap();
+    assert_eq!(contents, vec!["The stranger paid for a round"]);
     gossip.stop().await;
     env.cleanup().await;
 }

@@ -354,3 +354,34 @@ fn world_event(holder: Uuid, origin: Uuid, speaker: Option<Uuid>) -> npcmem_stor
         speaker_id: speaker,
     }
 }
+
+/// Deleting facts logs them for the gossip leader and wakes it; a delete that removes
+/// nothing (the cap's, on most batches) does neither.
+#[tokio::test]
+async fn only_a_delete_that_removes_facts_is_logged_and_wakes_the_gossip_leader() {
+    use npcmem_store::knowledge::{Known, WORLD_CHANGED_CHANNEL, insert_facts};
+    let env = TestEnv::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&env.pool).await.unwrap();
+    listener.listen(WORLD_CHANGED_CHANNEL).await.unwrap();
+    let holder = Uuid::new_v4();
+    let mut connection = env.pool.acquire().await.unwrap();
+    insert_facts(&mut connection, &[world_event(holder, Uuid::new_v4(), None)], &[], Known::Possible).await.unwrap();
+    let learned = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv()).await;
+    assert!(learned.is_ok_and(|n| n.is_ok()), "learning notifies");
+
+    sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1")
+        .bind(Uuid::new_v4())
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+    let woken = tokio::time::timeout(std::time::Duration::from_millis(300), listener.recv()).await;
+    assert!(woken.is_err(), "a delete of nothing wakes nobody: {woken:?}");
+    assert_eq!(env.count("SELECT count(*) FROM knowledge_forgotten").await, 0);
+
+    sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1").bind(holder).execute(&mut *connection).await.unwrap();
+    let woken = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv()).await;
+    assert!(woken.is_ok_and(|n| n.is_ok()), "a deletion notifies");
+    assert_eq!(env.count("SELECT count(*) FROM knowledge_forgotten").await, 1);
+    drop(connection);
+    env.cleanup().await;
+}

@@ -90,6 +90,8 @@ pub struct Stored {
     /// A [`Known::Unlikely`] batch written as nothing because a listener learned a fact
     /// its writer had not loaded (`knowledge::is_unchecked`): check these and write again.
     pub unchecked: Vec<NewFact>,
+    /// New facts the cap dropped at once, as (holder, origin): never announced.
+    pub dropped: Vec<(Uuid, Uuid)>,
 }
 
 /// Which new facts to check against what their holders hold in Postgres.
@@ -172,21 +174,23 @@ pub async fn write_facts(
         Err(error) if knowledge::is_unchecked(&error) => return Ok(Stored { unchecked: facts, ..Stored::default() }),
         Err(error) => return Err(error),
     };
-    // A redelivered fact was stored (and revised what it contradicts) the first time.
-    let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| inserted.contains(&revision.by)).collect();
-    knowledge::apply_revisions(connection, &revisions).await?;
     let evicted: HashSet<Uuid> = knowledge::enforce_fact_caps(connection, capped).await?.into_iter().collect();
-    // A new fact its holder's cap dropped at once was never really learned: it is not
-    // announced (this runs only for holders near the cap, so rarely).
-    let dropped: Vec<String> = messages
+    // A new fact its holder's cap dropped at once was never really learned: it revises
+    // nothing and is not announced (this runs only for holders near the cap, so rarely).
+    let kept = |fact_id: &Uuid| inserted.contains(fact_id) && !evicted.contains(fact_id);
+    // A redelivered fact was stored (and revised what it contradicts) the first time.
+    let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| kept(&revision.by)).collect();
+    knowledge::apply_revisions(connection, &revisions).await?;
+    let withdrawn: Vec<String> = messages
         .iter()
         .filter(|(fact_id, _)| evicted.contains(fact_id) && inserted.contains(fact_id))
         .filter_map(|(_, message)| message.msg_id.clone())
         .collect();
-    outbox::withdraw(connection, &dropped).await?;
-    let stored: Vec<NewFact> =
-        facts.into_iter().filter(|new| inserted.contains(&new.fact.id) && !evicted.contains(&new.fact.id)).collect();
-    Ok(Stored { facts: stored, revisions, unchecked: Vec::new() })
+    outbox::withdraw(connection, &withdrawn).await?;
+    let (stored, dropped): (Vec<NewFact>, Vec<NewFact>) =
+        facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).partition(|new| kept(&new.fact.id));
+    let dropped = dropped.iter().map(|new| (new.fact.holder, new.fact.origin_fact_id)).collect();
+    Ok(Stored { facts: stored, revisions, unchecked: Vec::new(), dropped })
 }
 
 /// Awaits `future`, running `meanwhile` right after its first poll: for a statement, once
@@ -400,15 +404,7 @@ async fn commit_facts(
         return Ok(Vec::new());
     }
     let mut transaction = pool.begin().await?;
-    let players: Vec<Uuid> = facts.iter().filter_map(|(new, _)| new.fact.subject_id).collect();
-    let forgotten = privacy::forgotten_players(&mut transaction, &players).await?;
-    let facts: Vec<NewFact> = facts
-        .into_iter()
-        .filter(|(new, ended_at)| {
-            new.fact.subject_id.and_then(|player| forgotten.get(&player)).is_none_or(|at| *ended_at >= *at)
-        })
-        .map(|(new, _)| new)
-        .collect();
+    let facts = unforgotten(&mut transaction, facts).await?;
     let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
     let now = Utc::now();
     let stored =
@@ -421,6 +417,25 @@ async fn commit_facts(
 fn changed_holders(stored: &Stored) -> Vec<Uuid> {
     let learned = stored.facts.iter().map(|new| new.fact.holder);
     learned.chain(stored.revisions.iter().map(|revision| revision.holder)).collect()
+}
+
+/// Facts, each with when its source was said or sent, less those about a player forgotten
+/// since (DESIGN §9, right to be forgotten): a late or redelivered message must not bring
+/// them back. Under shared player locks, held until the caller's transaction ends.
+async fn unforgotten(
+    connection: &mut PgConnection,
+    facts: Vec<(NewFact, DateTime<Utc>)>,
+) -> Result<Vec<NewFact>, StoreError> {
+    let players: Vec<Uuid> = facts.iter().filter_map(|(new, _)| new.fact.subject_id).collect();
+    if players.is_empty() {
+        return Ok(facts.into_iter().map(|(new, _)| new).collect());
+    }
+    let forgotten = privacy::forgotten_players(connection, &players).await?;
+    Ok(facts
+        .into_iter()
+        .filter(|(new, at)| new.fact.subject_id.and_then(|player| forgotten.get(&player)).is_none_or(|gone| at >= gone))
+        .map(|(new, _)| new)
+        .collect())
 }
 
 pub struct WorldHandler {
@@ -449,7 +464,7 @@ impl BatchHandler for WorldHandler {
                 } else if subject == self.topology.subject("world.observation") {
                     decode_world::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
                         for witness in &observation.witness_ids {
-                            facts.push(world_fact(
+                            let fact = world_fact(
                                 observation.observation_id,
                                 *witness,
                                 observation.category,
@@ -460,13 +475,14 @@ impl BatchHandler for WorldHandler {
                                 1.0,
                                 None,
                                 Source::DirectObservation,
-                            ));
+                            );
+                            facts.push((fact, delivery.published));
                         }
                     })
                 } else if subject == self.topology.subject("world.fact") {
                     decode_world::<WorldFact>(delivery.payload(), MAX_BYTES).map(|fact| {
                         for npc in &fact.npc_ids {
-                            facts.push(world_fact(
+                            let new = world_fact(
                                 fact.fact_id,
                                 *npc,
                                 fact.category,
@@ -477,7 +493,8 @@ impl BatchHandler for WorldHandler {
                                 fact.confidence,
                                 fact.expires_at,
                                 Source::Authored,
-                            ));
+                            );
+                            facts.push((new, delivery.published));
                         }
                     })
                 } else {
@@ -515,9 +532,10 @@ impl BatchHandler for WorldHandler {
                 memberships.push(FactionMembership { id: profile.npc_id, factions: profile.factions.clone(), as_of });
             }
             factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
+            // Sent before its player was forgotten (a late or replayed message): dropped.
+            let facts = unforgotten(&mut transaction, std::mem::take(&mut facts)).await?;
             let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
-            let stored =
-                store_facts(&mut transaction, &self.topology, std::mem::take(&mut facts), &holders, |_| None).await?;
+            let stored = store_facts(&mut transaction, &self.topology, facts, &holders, |_| None).await?;
             transaction.commit().await?;
             // Enrich caches moods with knowledge per NPC: a profile changes what it shows.
             Ok::<_, StoreError>(changed_holders(&stored).into_iter().chain(profiles.iter().map(|(_, p)| p.npc_id)))

@@ -175,15 +175,26 @@ impl World {
         }
     }
 
-    /// A deleted fact: its holder neither tells it nor knows it any longer (and may learn
-    /// it again). A deletion reread by the next refresh after the fact was learned again
-    /// unlearns the new copy too; the leader then plans an exchange the unique key refuses,
-    /// and the failed exchange notes the fact known again.
+    /// A deleted fact: its holder no longer tells it and holds one fact fewer. The leader
+    /// still counts the fact known to them, so it is not told to them again: the cap would
+    /// drop it again, and a forgotten player's facts are not to be told at all (a new
+    /// leader, loading afresh, may tell it again).
     fn unlearn(&mut self, forgotten: ForgottenFact) {
         self.forget_fact(forgotten.holder, forgotten.fact_id);
-        if self.known.remove(&known_key(forgotten.holder, forgotten.origin_fact_id))
-            && let Some(held) = self.held.get_mut(&forgotten.holder)
-        {
+        self.held_one_fewer(forgotten.holder);
+    }
+
+    /// Gives back a copy taken in while its insert ran that was not stored: its listener
+    /// may still hear the fact, from this speaker or another.
+    fn take_back(&mut self, taken: Taken) {
+        self.forget_fact(taken.holder, taken.fact_id);
+        if self.known.remove(&known_key(taken.holder, taken.origin)) {
+            self.held_one_fewer(taken.holder);
+        }
+    }
+
+    fn held_one_fewer(&mut self, holder: Uuid) {
+        if let Some(held) = self.held.get_mut(&holder) {
             *held = held.saturating_sub(1);
         }
     }
@@ -519,14 +530,14 @@ impl Ticker {
     /// Takes a committed tick's facts and revisions into memory (unless the world took the
     /// facts in while they were written: then it forgets those not stored), then tells the
     /// enrichers.
-    async fn apply_stored(&mut self, stored: Stored, taken_in: Option<Vec<(Uuid, Uuid)>>, now: DateTime<Utc>) {
+    async fn apply_stored(&mut self, stored: Stored, taken_in: Option<Vec<Taken>>, now: DateTime<Utc>) {
         let listeners: HashSet<Uuid> = stored.facts.iter().map(|new| new.fact.holder).collect();
         match taken_in {
             Some(taken) => {
                 if taken.len() != stored.facts.len() {
                     let stored: HashSet<Uuid> = stored.facts.iter().map(|new| new.fact.id).collect();
-                    for (holder, fact_id) in taken.into_iter().filter(|(_, fact_id)| !stored.contains(fact_id)) {
-                        self.world.forget_fact(holder, fact_id);
+                    for taken in taken.into_iter().filter(|taken| !stored.contains(&taken.fact_id)) {
+                        self.world.take_back(taken);
                     }
                 }
             }
@@ -534,6 +545,10 @@ impl Ticker {
                 self.world.apply_revisions(&stored.revisions, now);
                 for new in stored.facts {
                     self.world.take_in(new.fact, now);
+                }
+                // Told, then dropped at once by the cap: told again, it would be dropped again.
+                for (holder, origin) in stored.dropped {
+                    self.world.note_known(holder, origin);
                 }
             }
         }
@@ -556,6 +571,14 @@ async fn load(pool: &PgPool, watermark: Option<DateTime<Utc>>) -> Result<WorldCh
     knowledge::load_world_changes(&mut connection, watermark).await
 }
 
+/// A copy the world took in while its insert ran.
+#[derive(Debug, Clone, Copy)]
+struct Taken {
+    holder: Uuid,
+    fact_id: Uuid,
+    origin: Uuid,
+}
+
 /// A tick's exchanges, ready to commit.
 struct PlannedWrite {
     facts: Vec<NewFact>,
@@ -575,7 +598,7 @@ async fn write_planned(
     topology: &Topology,
     write: PlannedWrite,
     world: &mut World,
-    taken_in: &mut Option<Vec<(Uuid, Uuid)>>,
+    taken_in: &mut Option<Vec<Taken>>,
 ) -> Result<Option<Stored>, StoreError> {
     if write.facts.is_empty() {
         return Ok(None);
@@ -592,7 +615,12 @@ async fn write_planned(
     // Usually one statement, atomic by itself: the facts and their outbox rows. The leader
     // plans only exchanges its listeners do not know (as far as it knows).
     let take_in = |facts: &[NewFact]| {
-        *taken_in = Some(facts.iter().map(|new| (new.fact.holder, new.fact.id)).collect());
+        let taken = facts.iter().map(|new| Taken {
+            holder: new.fact.holder,
+            fact_id: new.fact.id,
+            origin: new.fact.origin_fact_id,
+        });
+        *taken_in = Some(taken.collect());
         for new in facts {
             world.take_in(new.fact.clone(), now);
         }
@@ -605,8 +633,8 @@ async fn write_planned(
     // A listener learned a fact the leader has not loaded, which these copies may
     // contradict: the world gives back what it took in, and the batch is checked against
     // everything its listeners hold and written again.
-    for (holder, fact_id) in taken_in.take().into_iter().flatten() {
-        world.forget_fact(holder, fact_id);
+    for taken in taken_in.take().into_iter().flatten() {
+        world.take_back(taken);
     }
     let prepared = prepare_facts(connection, stored.unchecked, Check::Every).await?;
     write_in_transaction(connection, topology, prepared, &near_cap, &secret).await.map(Some)
