@@ -368,9 +368,14 @@ async fn teller_and_listener(env: &TestEnv, rooms: (&str, &str), news: (&str, f6
 /// loaded them: (teller, listener, the news' fact id, leader).
 async fn news_told_in_the_tavern(env: &TestEnv) -> (Uuid, Uuid, Uuid, Ticker) {
     let (teller, listener, news) = teller_and_listener(env, ("tavern", "tavern"), ("The bridge is out", 0.9)).await;
+    (teller, listener, news, loaded_leader(env).await)
+}
+
+/// A leader (budget 0) that has loaded the world and told nobody anything yet.
+async fn loaded_leader(env: &TestEnv) -> Ticker {
     let mut leader = ticker(env, 0).await;
     assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
-    (teller, listener, news, leader)
+    leader
 }
 
 async fn observe(env: &TestEnv, witness: Uuid, subject: Uuid, content: &str, tags: &[&str]) -> Uuid {
@@ -736,8 +741,7 @@ async fn a_listener_skipped_because_the_speaker_forgot_still_hears_it_from_anoth
     move_and_wait(&env, &[(first, "mill"), (listener, "mill"), (second, "forge")]).await;
     let news = author(&env, &[first, second], "The river is rising", 0.8, 1.0, &[]).await;
     wait_rows(&env, "both tellers' facts", "SELECT count(*) FROM knowledge_facts", 2).await;
-    let mut leader = ticker(&env, 0).await;
-    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    let mut leader = loaded_leader(&env).await;
     sqlx::query("DELETE FROM knowledge_facts WHERE npc_id = $1").bind(first).execute(&env.pool).await.unwrap();
     // The next tick plans on memory where the first teller still holds it.
     leader.budget = 10;
@@ -932,8 +936,7 @@ async fn a_copy_contradicting_what_its_listener_just_learned_is_checked_though_t
     move_and_wait(&env, &[(teller, "inn"), (listener, "inn")]).await;
     let honest = observe(&env, teller, aria, "Aria is honest, she paid in full", &["trade"]).await;
     wait_rows(&env, "the teller's fact", "SELECT count(*) FROM knowledge_facts", 1).await;
-    let mut leader = ticker(&env, 0).await;
-    assert_eq!(ticks(&mut leader, 1).await, 0, "budget 0: the leader only loads the world");
+    let mut leader = loaded_leader(&env).await;
     let liar = Uuid::new_v4();
     world(
         &env,
