@@ -508,6 +508,10 @@ impl BatchHandler for WorldHandler {
         }
         let written = async {
             let mut transaction = self.pool.begin().await?;
+            // Player locks first, as ingest takes them (before any row lock), so a waiting
+            // forget-player never sits between two writers. A fact sent before its player
+            // was forgotten (a late or replayed message) is dropped.
+            let facts = unforgotten(&mut transaction, std::mem::take(&mut facts)).await?;
             knowledge::record_locations(&mut transaction, &moves).await?;
             let mut memberships = Vec::new();
             for (as_of, profile) in &profiles {
@@ -532,8 +536,6 @@ impl BatchHandler for WorldHandler {
                 memberships.push(FactionMembership { id: profile.npc_id, factions: profile.factions.clone(), as_of });
             }
             factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
-            // Sent before its player was forgotten (a late or replayed message): dropped.
-            let facts = unforgotten(&mut transaction, std::mem::take(&mut facts)).await?;
             let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
             let stored = store_facts(&mut transaction, &self.topology, facts, &holders, |_| None).await?;
             transaction.commit().await?;

@@ -55,9 +55,17 @@ pub struct World {
     /// opposing keys are not here contradicts nothing its listener holds, and its
     /// exchange skips the contradiction read (`contradiction::claim_keys`).
     claims: HashSet<u64>,
+    /// (listener, origin) [`known_key`]s of copies the listener's cap dropped at once: not
+    /// told again (it would be dropped again) until [`REFUSALS_KEPT`] has passed.
+    refused: HashSet<u64>,
+    refused_since: Option<Instant>,
     /// The visibility horizon of the last refresh: changes before it are in memory.
     watermark: Option<DateTime<Utc>>,
 }
+
+/// How long the leader remembers copies a listener's cap dropped at once: the listener's
+/// facts change, and a copy refused an hour ago may fit now.
+const REFUSALS_KEPT: Duration = Duration::from_secs(3600);
 
 /// How much the leader holds in memory (for the bench and logs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,13 +183,38 @@ impl World {
         }
     }
 
-    /// A deleted fact: its holder no longer tells it and holds one fact fewer. The leader
-    /// still counts the fact known to them, so it is not told to them again: the cap would
-    /// drop it again, and a forgotten player's facts are not to be told at all (a new
-    /// leader, loading afresh, may tell it again).
+    /// A deleted fact: its holder neither tells it nor knows it any longer (and may learn
+    /// it again; a forgotten player's facts cannot come back, as no speaker holds them).
+    /// Idempotent: a deletion read twice changes nothing more. A deletion reread after the
+    /// fact was learned again is applied before it in the same load.
     fn unlearn(&mut self, forgotten: ForgottenFact) {
         self.forget_fact(forgotten.holder, forgotten.fact_id);
-        self.held_one_fewer(forgotten.holder);
+        if self.known.remove(&known_key(forgotten.holder, forgotten.origin_fact_id)) {
+            self.held_one_fewer(forgotten.holder);
+        }
+    }
+
+    /// A copy the listener's cap dropped at once (counted known until its deletion is
+    /// loaded, then refused for a while).
+    fn note_refused(&mut self, holder: Uuid, origin: Uuid) {
+        self.note_known(holder, origin);
+        self.refused.insert(known_key(holder, origin));
+    }
+
+    /// Whether `listener` knows `origin` or was refused it lately.
+    fn not_to_tell(&self, listener: Uuid, origin: Uuid) -> bool {
+        let key = known_key(listener, origin);
+        self.known.contains(&key) || self.refused.contains(&key)
+    }
+
+    fn expire_refusals(&mut self) {
+        match self.refused_since {
+            Some(since) if since.elapsed() < REFUSALS_KEPT => {}
+            _ => {
+                self.refused.clear();
+                self.refused_since = Some(Instant::now());
+            }
+        }
     }
 
     /// Gives back a copy taken in while its insert ran that was not stored: its listener
@@ -386,6 +419,7 @@ impl Ticker {
             self.refresh(now).await?;
             refresh = refresh_started.elapsed();
         }
+        self.world.expire_refusals();
         let rebuilt_pairs = if self.world.queue.is_dirty() { self.world.queue.rebuild() } else { 0 };
         let mut exchanges: Vec<(HeldFact, Uuid)> = Vec::new();
         let mut planned: HashSet<(Uuid, Uuid)> = HashSet::default();
@@ -398,12 +432,12 @@ impl Ticker {
             pairs_tried += 1;
             let Some(candidates) = self.world.facts.get(&speaker) else { continue };
             let drives = self.world.drives.get(&speaker).copied().unwrap_or_default();
-            let known = &self.world.known;
+            let world = &self.world;
             let chosen = select(
                 candidates,
                 listener,
                 &drives,
-                |origin| known.contains(&known_key(listener, origin)) || planned.contains(&(listener, origin)),
+                |origin| world.not_to_tell(listener, origin) || planned.contains(&(listener, origin)),
                 now,
             );
             if let Some(fact) = chosen {
@@ -548,7 +582,7 @@ impl Ticker {
                 }
                 // Told, then dropped at once by the cap: told again, it would be dropped again.
                 for (holder, origin) in stored.dropped {
-                    self.world.note_known(holder, origin);
+                    self.world.note_refused(holder, origin);
                 }
             }
         }
@@ -673,6 +707,44 @@ fn holder_key(holder: Uuid, key: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deletions_unlearn_once_and_refused_copies_are_not_told_again() {
+        use npcmem_core::wire::KnowledgeCategory;
+        let mut world = World::default();
+        let (holder, origin, now) = (Uuid::now_v7(), Uuid::now_v7(), Utc::now());
+        let fact = HeldFact {
+            id: origin,
+            origin_fact_id: origin,
+            holder,
+            category: KnowledgeCategory::WorldEvent,
+            subject_id: None,
+            content: "The well ran dry".into(),
+            tags: vec![],
+            confidence: 1.0,
+            importance: 0.9,
+            hop_count: 0,
+            provenance: vec![],
+            expires_at: None,
+        };
+        world.take_in(fact.clone(), now);
+        world.note_known(holder, Uuid::now_v7());
+        assert_eq!((world.held[&holder], world.size().spreadable_facts), (2, 1));
+        // A deletion a refresh reads twice counts once.
+        let gone = ForgottenFact { holder, fact_id: origin, origin_fact_id: origin };
+        world.unlearn(gone);
+        world.unlearn(gone);
+        assert_eq!((world.held[&holder], world.size().spreadable_facts), (1, 0));
+        assert!(!world.not_to_tell(holder, origin), "it may be told again");
+        world.take_in(fact, now);
+        assert_eq!(world.held[&holder], 2, "learned again");
+        // A copy the cap dropped at once stays refused after its deletion is loaded.
+        let dropped = Uuid::now_v7();
+        world.note_refused(holder, dropped);
+        world.unlearn(ForgottenFact { holder, fact_id: Uuid::now_v7(), origin_fact_id: dropped });
+        assert_eq!(world.held[&holder], 2);
+        assert!(world.not_to_tell(holder, dropped));
+    }
 
     #[test]
     fn structured_ids_get_distinct_known_keys() {
