@@ -395,3 +395,30 @@ async fn strangers_are_described_by_faction_standing_and_gossip_and_replicas_sha
     }
     env.cleanup().await;
 }
+
+/// Degraded mode keeps cached contexts three times as long (seed §Degraded Mode).
+#[tokio::test]
+async fn degraded_mode_keeps_cached_contexts_three_times_as_long() {
+    let env = TestEnv::new().await;
+    let mut connection = env.pool.acquire().await.unwrap();
+    npcmem_store::switches::set(&mut connection, "degraded", &json!(true), "test").await.unwrap();
+    drop(connection);
+    let enrich = env.spawn_enrich(&["--enrich-cache-ttl-secs", "1"]);
+    let pair = Pair::new();
+    insert_memory(&env, &pair, "The player bought a lantern.", &["trade"], 0.6, 1).await;
+    let memory = |reply: &Value| section(reply, "memory").unwrap_or_default().to_owned();
+    let cached_at = Instant::now();
+    let first = env.request_json("enrich.request", &context_request(&pair, None, 1024)).await;
+    assert!(memory(&first).contains("lantern"), "{first}");
+    // Written without an invalidation: only the cache's expiry lets it show.
+    insert_memory(&env, &pair, "The player sold a rusty sword.", &["trade"], 0.6, 1).await;
+    tokio::time::sleep(Duration::from_millis(1_600).saturating_sub(cached_at.elapsed())).await;
+    let later = env.request_json("enrich.request", &context_request(&pair, None, 1024)).await;
+    assert!(cached_at.elapsed() < Duration::from_millis(2_800), "the check ran late: {:?}", cached_at.elapsed());
+    assert!(!memory(&later).contains("rusty sword"), "degraded: still cached after 1.6 s of a 1 s TTL: {later}");
+    tokio::time::sleep(Duration::from_millis(3_300).saturating_sub(cached_at.elapsed())).await;
+    let expired = env.request_json("enrich.request", &context_request(&pair, None, 1024)).await;
+    assert!(memory(&expired).contains("rusty sword"), "expired after three TTLs: {expired}");
+    enrich.stop().await;
+    env.cleanup().await;
+}

@@ -16,7 +16,7 @@ use crate::error::CliError;
 
 /// The switches a service reads; a name outside these is a typo, refused.
 pub const KNOWN: &[(&str, &str)] = &[
-    ("degraded", "degraded mode: gossip stops ticking"),
+    ("degraded", "degraded mode: gossip and scheduled jobs stop, enrich caches three times as long"),
     ("gossip_enabled", "gossip ticks (true) or not (false)"),
     ("consolidation_enabled", "scheduled maintenance jobs on or off"),
 ];

@@ -28,8 +28,8 @@ pub struct Scheduler {
 impl Scheduler {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         loop {
-            // The `consolidation_enabled` runtime switch pauses scheduled jobs (a tick owed
-            // when it is turned back on still runs); `npcmem consolidate run` is not paused.
+            // `consolidation_enabled` off or degraded mode pauses scheduled jobs (a tick owed
+            // when they run again still runs); `npcmem consolidate run` is not paused.
             let enabled = match self.enabled().await {
                 Ok(enabled) => enabled,
                 Err(error) => {
@@ -55,8 +55,7 @@ impl Scheduler {
 
     async fn enabled(&self) -> Result<bool, StoreError> {
         let mut connection = self.jobs.pool.acquire().await?;
-        let values = switches::load_all(&mut connection).await?;
-        Ok(values.get("consolidation_enabled").and_then(serde_json::Value::as_bool).unwrap_or(true))
+        Ok(switches::read(&mut connection).await?.consolidation_runs())
     }
 
     /// Runs `job` for `tick` unless another replica holds it or the tick is done; true

@@ -38,9 +38,17 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "enrich", &mut registry).await?;
     let metrics = metrics::EnrichMetrics::register(&mut registry);
+    let switches = npcmem_service::switches::follow(
+        context.pool.clone(),
+        &context.nats,
+        &context.topology,
+        SWITCHES_AT_LEAST_EVERY,
+        shutdown.subscribe(),
+    )
+    .await?;
     let cache = moka::future::Cache::builder()
         .max_capacity(config.enrich_cache_capacity)
-        .time_to_live(Duration::from_secs(config.enrich_cache_ttl_secs))
+        .expire_after(ContextTtl { ttl: Duration::from_secs(config.enrich_cache_ttl_secs), switches })
         .support_invalidation_closures()
         .build();
     let (accessed, accessed_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -101,6 +109,43 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     let _ = writer.await;
     support.stop(&context).await;
     Ok(())
+}
+
+/// Without `P.control.changed`, enrich re-reads the runtime switches this often.
+const SWITCHES_AT_LEAST_EVERY: Duration = Duration::from_secs(5);
+
+/// How long a pair's context stays cached: `ttl`, three times that in degraded mode
+/// (seed §Degraded Mode: less load on Postgres). Writers invalidate entries sooner.
+struct ContextTtl {
+    ttl: Duration,
+    switches: tokio::sync::watch::Receiver<npcmem_store::switches::Switches>,
+}
+
+impl ContextTtl {
+    fn now(&self) -> Duration {
+        if self.switches.borrow().degraded { self.ttl * 3 } else { self.ttl }
+    }
+}
+
+impl moka::Expiry<enricher::Pair, Arc<enricher::PairData>> for ContextTtl {
+    fn expire_after_create(
+        &self,
+        _pair: &enricher::Pair,
+        _data: &Arc<enricher::PairData>,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(self.now())
+    }
+
+    fn expire_after_update(
+        &self,
+        _pair: &enricher::Pair,
+        _data: &Arc<enricher::PairData>,
+        _updated_at: std::time::Instant,
+        _until_expiry: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(self.now())
+    }
 }
 
 /// Applies `P.cache.invalidate`: one pair, every pair of an NPC or a player, or all.

@@ -394,9 +394,7 @@ impl Ticker {
             return Ok(self.enabled);
         }
         let mut connection = self.pool.acquire().await?;
-        let values = switches::load_all(&mut connection).await?;
-        let flag = |name: &str, default: bool| values.get(name).and_then(serde_json::Value::as_bool).unwrap_or(default);
-        self.enabled = flag("gossip_enabled", true) && !flag("degraded", false);
+        self.enabled = switches::read(&mut connection).await?.gossip_runs();
         self.last_switch_check = Some(Instant::now());
         Ok(self.enabled)
     }

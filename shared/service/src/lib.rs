@@ -10,6 +10,7 @@ pub mod health;
 pub mod http;
 pub mod llm;
 pub mod shutdown;
+pub mod switches;
 pub mod telemetry;
 
 pub use config::{CommonConfig, LogFormat};

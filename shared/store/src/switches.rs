@@ -6,6 +6,44 @@ use sqlx::PgConnection;
 
 use crate::error::StoreResult;
 
+/// The switches services act on, with their defaults when a row is missing or not a boolean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// Degraded mode (seed §Degraded Mode): gossip and consolidation stop, enrich keeps
+    /// cached contexts three times as long.
+    pub degraded: bool,
+    pub gossip_enabled: bool,
+    pub consolidation_enabled: bool,
+}
+
+impl Default for Switches {
+    fn default() -> Self {
+        Switches { degraded: false, gossip_enabled: true, consolidation_enabled: true }
+    }
+}
+
+impl Switches {
+    pub fn gossip_runs(&self) -> bool {
+        self.gossip_enabled && !self.degraded
+    }
+
+    pub fn consolidation_runs(&self) -> bool {
+        self.consolidation_enabled && !self.degraded
+    }
+}
+
+/// Reads [`Switches`] from `runtime_switches`.
+pub async fn read(connection: &mut PgConnection) -> StoreResult<Switches> {
+    let values = load_all(connection).await?;
+    let defaults = Switches::default();
+    let flag = |name: &str, default: bool| values.get(name).and_then(serde_json::Value::as_bool).unwrap_or(default);
+    Ok(Switches {
+        degraded: flag("degraded", defaults.degraded),
+        gossip_enabled: flag("gossip_enabled", defaults.gossip_enabled),
+        consolidation_enabled: flag("consolidation_enabled", defaults.consolidation_enabled),
+    })
+}
+
 pub async fn load_all(connection: &mut PgConnection) -> StoreResult<HashMap<String, serde_json::Value>> {
     let rows: Vec<(String, sqlx::types::Json<serde_json::Value>)> =
         sqlx::query_as("SELECT switch, value FROM runtime_switches").fetch_all(connection).await?;
