@@ -92,6 +92,8 @@ pub struct Stored {
     pub unchecked: Vec<NewFact>,
     /// New facts the cap dropped at once, as (holder, origin): never announced.
     pub dropped: Vec<(Uuid, Uuid)>,
+    /// Written again after a full check in Postgres (the `unchecked` case).
+    pub rechecked: bool,
 }
 
 /// Which new facts to check against what their holders hold in Postgres.
@@ -190,7 +192,7 @@ pub async fn write_facts(
     let (stored, dropped): (Vec<NewFact>, Vec<NewFact>) =
         facts.into_iter().filter(|new| inserted.contains(&new.fact.id)).partition(|new| kept(&new.fact.id));
     let dropped = dropped.iter().map(|new| (new.fact.holder, new.fact.origin_fact_id)).collect();
-    Ok(Stored { facts: stored, revisions, unchecked: Vec::new(), dropped })
+    Ok(Stored { facts: stored, revisions, unchecked: Vec::new(), dropped, rechecked: false })
 }
 
 /// Awaits `future`, running `meanwhile` right after its first poll: for a statement, once

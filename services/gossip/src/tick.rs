@@ -36,6 +36,9 @@ pub struct TickReport {
     pub commit: Duration,
     /// Whether the tick loaded changes (it skips that when it heard of none).
     pub reloaded: bool,
+    /// Whether its insert was refused because a listener learned a fact the leader had
+    /// not loaded, so the batch was checked in Postgres and written again.
+    pub rechecked: bool,
     pub skipped: bool,
 }
 
@@ -490,6 +493,7 @@ impl Ticker {
         };
         // Planned exchanges a listener turned out to know already did not happen.
         let exchanges = stored.as_ref().map_or(0, |stored| stored.facts.len());
+        let rechecked = stored.as_ref().is_some_and(|stored| stored.rechecked);
         if let Some(stored) = stored {
             self.apply_stored(stored, taken_in, now).await;
         }
@@ -505,6 +509,7 @@ impl Ticker {
             refresh,
             commit,
             reloaded: reload,
+            rechecked,
             skipped: false,
         })
     }
@@ -669,7 +674,8 @@ async fn write_planned(
         world.take_back(taken);
     }
     let prepared = prepare_facts(connection, stored.unchecked, Check::Every).await?;
-    write_in_transaction(connection, topology, prepared, &near_cap, &secret).await.map(Some)
+    let stored = write_in_transaction(connection, topology, prepared, &near_cap, &secret).await?;
+    Ok(Some(Stored { rechecked: true, ..stored }))
 }
 
 /// Writes prepared facts, their revisions and the cap in one transaction.

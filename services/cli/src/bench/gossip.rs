@@ -3,7 +3,9 @@
 //! included) and exchanges/s at budgets 3, 100 and 1,000, the pair-queue rebuild after
 //! 1,000 NPCs move, and RSS. Baseline: one raw INSERT of the same number of fact rows.
 //! The budgets run in a still world (ticks skip their refresh: nothing was notified);
-//! budget 100 runs again with 100 NPCs moving before each tick, which each tick reloads.
+//! budget 100 runs again with 100 NPCs moving before each tick, which each tick reloads,
+//! and with 100 NPCs learning a fact from the world before each tick, which may send a
+//! tick's insert back to be checked in Postgres.
 
 use std::time::{Duration, Instant};
 
@@ -115,7 +117,8 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
         let label = format!("budget {budget}");
         // At budget 100 a raw tick write follows each tick, so both see the same machine.
         let interleaved = if *budget == 100 { Some(&mut raw_tick) } else { None };
-        measure_ticks(&mut ticker, pool, &label, args.ticks, &[], args.rooms, interleaved).await?;
+        measure_ticks(&mut ticker, &scratch.topology, &label, args.ticks, Change::Still, args.rooms, interleaved)
+            .await?;
     }
     print_world(&ticker, "after the still world's ticks");
     // A world on the move: before each tick, 100 NPCs move (written as the world consumer
@@ -126,7 +129,20 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
         .await?;
     ticker.budget = 100;
     let label = format!("budget 100, {MOVES_PER_TICK} NPCs moving before each tick");
-    measure_ticks(&mut ticker, pool, &label, args.ticks, &movers, args.rooms, Some(&mut raw_tick)).await?;
+    let moving = Change::Moving(&movers);
+    measure_ticks(&mut ticker, &scratch.topology, &label, args.ticks, moving, args.rooms, Some(&mut raw_tick)).await?;
+    // A world that learns: before each tick, 100 NPCs learn a world event from the world
+    // (as the world consumer stores it). A listener that learned one since the leader's
+    // load sends the tick's insert back to be checked in Postgres.
+    let learners: Vec<Uuid> =
+        sqlx::query_scalar("SELECT npc_id FROM npc_locations ORDER BY md5(npc_id::text) LIMIT $1")
+            .bind((args.ticks * MOVES_PER_TICK) as i64)
+            .fetch_all(pool)
+            .await?;
+    let label = format!("budget 100, {MOVES_PER_TICK} NPCs learning a fact from the world before each tick");
+    let learning = Change::Learning(&learners);
+    measure_ticks(&mut ticker, &scratch.topology, &label, args.ticks, learning, args.rooms, Some(&mut raw_tick))
+        .await?;
     raw_tick.remove().await?;
     let npcs: Vec<Uuid> = sqlx::query_scalar("SELECT npc_id FROM npc_locations LIMIT 1000").fetch_all(pool).await?;
     for (index, npc) in npcs.iter().enumerate() {
@@ -145,36 +161,98 @@ async fn measure(scratch: &Scratch, args: &GossipBenchArgs) -> anyhow::Result<()
 
 const MOVES_PER_TICK: usize = 100;
 
-/// Measures `ticks` ticks back to back and prints their duration and exchanges/s. With
-/// `movers`, `MOVES_PER_TICK` of them move before each tick (outside its time). With
-/// `raw`, a raw tick write follows each tick, and the ticks are compared with those writes.
-async fn measure_ticks(
-    ticker: &mut Ticker,
-    pool: &sqlx::PgPool,
-    label: &str,
-    ticks: usize,
-    movers: &[Uuid],
-    rooms: i64,
-    mut raw: Option<&mut RawTickWrites>,
-) -> anyhow::Result<()> {
-    let mut latencies = Latencies::new()?;
-    let (mut exchanges, mut reloads) = (0, 0);
-    let (mut busy, mut refresh, mut commit) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    for (tick, moving) in (0..ticks).zip(movers.chunks(MOVES_PER_TICK).map(Some).chain(std::iter::repeat(None))) {
-        if let Some(moving) = moving {
-            let moves: Vec<_> = moving
+/// What changes in the world before each measured tick (outside its time), to
+/// `MOVES_PER_TICK` NPCs of the list at a time.
+#[derive(Clone, Copy)]
+enum Change<'a> {
+    Still,
+    Moving(&'a [Uuid]),
+    Learning(&'a [Uuid]),
+}
+
+impl Change<'_> {
+    async fn before_tick(
+        &self,
+        ticker: &Ticker,
+        topology: &npcmem_bus::Topology,
+        tick: usize,
+        rooms: i64,
+    ) -> anyhow::Result<()> {
+        let (npcs, learning) = match self {
+            Change::Still => return Ok(()),
+            Change::Moving(npcs) => (*npcs, false),
+            Change::Learning(npcs) => (*npcs, true),
+        };
+        let Some(chunk) = npcs.chunks(MOVES_PER_TICK).nth(tick) else { return Ok(()) };
+        let mut connection = ticker.pool.acquire().await?;
+        if learning {
+            let facts: Vec<knowledge::NewFact> = chunk.iter().map(|npc| learned_world_event(*npc, tick)).collect();
+            let holders: Vec<Uuid> = chunk.to_vec();
+            let mut transaction = sqlx::Connection::begin(&mut *connection).await?;
+            npcmem_gossip::learn::store_facts(&mut transaction, topology, facts, &holders, |_| None).await?;
+            transaction.commit().await?;
+        } else {
+            let moves: Vec<_> = chunk
                 .iter()
                 .enumerate()
                 .map(|(index, npc)| (*npc, format!("room-{}", ((tick * 7 + index) * 7919) as i64 % rooms), Utc::now()))
                 .collect();
-            knowledge::record_locations(&mut *pool.acquire().await?, &moves).await?;
-            // The moves' notification reaches the leader between ticks, as it would.
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            knowledge::record_locations(&mut connection, &moves).await?;
         }
+        // The change's notification reaches the leader between ticks, as it would.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        Ok(())
+    }
+}
+
+/// A world event an NPC learns from the world: the seeded facts' category and (no)
+/// subject, so a listener's new one may contradict a copy told to it; too unimportant to
+/// spread itself.
+fn learned_world_event(npc: Uuid, tick: usize) -> knowledge::NewFact {
+    let id = Uuid::now_v7();
+    knowledge::NewFact {
+        fact: npcmem_core::gossip::HeldFact {
+            id,
+            origin_fact_id: id,
+            holder: npc,
+            category: npcmem_core::wire::KnowledgeCategory::WorldEvent,
+            subject_id: None,
+            content: format!("The market was busy on day {tick}"),
+            tags: vec!["market".into()],
+            confidence: 1.0,
+            importance: 0.3,
+            hop_count: 0,
+            provenance: Vec::new(),
+            expires_at: None,
+        },
+        source: knowledge::Source::Authored,
+        source_memory_id: None,
+        speaker_id: None,
+    }
+}
+
+/// Measures `ticks` ticks back to back and prints their duration and exchanges/s, with
+/// `change` made before each tick. With `raw`, a raw tick write follows each tick, and the
+/// ticks are compared with those writes.
+async fn measure_ticks(
+    ticker: &mut Ticker,
+    topology: &npcmem_bus::Topology,
+    label: &str,
+    ticks: usize,
+    change: Change<'_>,
+    rooms: i64,
+    mut raw: Option<&mut RawTickWrites>,
+) -> anyhow::Result<()> {
+    let mut latencies = Latencies::new()?;
+    let (mut exchanges, mut reloads, mut rechecks) = (0, 0, 0);
+    let (mut busy, mut refresh, mut commit) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for tick in 0..ticks {
+        change.before_tick(ticker, topology, tick, rooms).await?;
         let report = ticker.tick().await?;
         latencies.record(report.duration)?;
         exchanges += report.exchanges;
         reloads += usize::from(report.reloaded);
+        rechecks += usize::from(report.rechecked);
         busy += report.duration;
         refresh += report.refresh;
         commit += report.commit;
@@ -191,7 +269,7 @@ async fn measure_ticks(
         exchanges as f64 / busy.as_secs_f64().max(1e-9)
     );
     println!(
-        "  mean per tick: load of changes {:.2} ms ({reloads} of {ticks} ticks loaded changes), commit {:.2} ms (the two run at once), the rest {:.2} ms",
+        "  mean per tick: load of changes {:.2} ms ({reloads} of {ticks} ticks loaded changes), commit {:.2} ms (the two run at once; {rechecks} of {ticks} commits checked again in Postgres), the rest {:.2} ms",
         mean(refresh),
         mean(commit),
         mean(busy.saturating_sub(refresh.max(commit)))
