@@ -30,14 +30,15 @@ impl Scheduler {
         loop {
             // `consolidation_enabled` off or degraded mode pauses scheduled jobs (a tick owed
             // when they run again still runs); `npcmem consolidate run` is not paused.
-            let enabled = match self.enabled().await {
-                Ok(enabled) => enabled,
+            let paused = match self.enabled().await {
+                Ok(enabled) => !enabled,
                 Err(error) => {
                     warn!(%error, "cannot read the runtime switches; scheduled jobs wait for the next poll");
-                    false
+                    true
                 }
             };
-            for (job, schedule) in self.schedules.iter().filter(|_| enabled) {
+            let due = if paused { &[][..] } else { &self.schedules[..] };
+            for (job, schedule) in due {
                 if *shutdown.borrow() {
                     return;
                 }

@@ -42,8 +42,7 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         context.pool.clone(),
         &context.nats,
         &context.topology,
-        SWITCHES_AT_LEAST_EVERY,
-        shutdown.subscribe(),
+        npcmem_service::switches::AT_LEAST_EVERY,
     )
     .await?;
     let cache = moka::future::Cache::builder()
@@ -110,9 +109,6 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     support.stop(&context).await;
     Ok(())
 }
-
-/// Without `P.control.changed`, enrich re-reads the runtime switches this often.
-const SWITCHES_AT_LEAST_EVERY: Duration = Duration::from_secs(5);
 
 /// How long a pair's context stays cached: `ttl`, three times that in degraded mode
 /// (seed §Degraded Mode: less load on Postgres). Writers invalidate entries sooner.

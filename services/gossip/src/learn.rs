@@ -176,16 +176,17 @@ pub async fn write_facts(
         Err(error) if knowledge::is_unchecked(&error) => return Ok(Stored { unchecked: facts, ..Stored::default() }),
         Err(error) => return Err(error),
     };
-    let evicted: HashSet<Uuid> = knowledge::enforce_fact_caps(connection, capped).await?.into_iter().collect();
     // A new fact its holder's cap dropped at once was never really learned: it revises
     // nothing and is not announced (this runs only for holders near the cap, so rarely).
-    let kept = |fact_id: &Uuid| inserted.contains(fact_id) && !evicted.contains(fact_id);
+    let evicted = knowledge::enforce_fact_caps(connection, capped).await?;
+    let dropped_at_once: HashSet<Uuid> = evicted.into_iter().filter(|id| inserted.contains(id)).collect();
+    let kept = |fact_id: &Uuid| inserted.contains(fact_id) && !dropped_at_once.contains(fact_id);
     // A redelivered fact was stored (and revised what it contradicts) the first time.
     let revisions: Vec<Revision> = revisions.into_iter().filter(|revision| kept(&revision.by)).collect();
     knowledge::apply_revisions(connection, &revisions).await?;
     let withdrawn: Vec<String> = messages
         .iter()
-        .filter(|(fact_id, _)| evicted.contains(fact_id) && inserted.contains(fact_id))
+        .filter(|(fact_id, _)| dropped_at_once.contains(fact_id))
         .filter_map(|(_, message)| message.msg_id.clone())
         .collect();
     outbox::withdraw(connection, &withdrawn).await?;

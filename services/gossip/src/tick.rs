@@ -192,9 +192,7 @@ impl World {
     /// fact was learned again is applied before it in the same load.
     fn unlearn(&mut self, forgotten: ForgottenFact) {
         self.forget_fact(forgotten.holder, forgotten.fact_id);
-        if self.known.remove(&known_key(forgotten.holder, forgotten.origin_fact_id)) {
-            self.held_one_fewer(forgotten.holder);
-        }
+        self.unknow(forgotten.holder, forgotten.origin_fact_id);
     }
 
     /// A copy the listener's cap dropped at once (counted known until its deletion is
@@ -224,13 +222,14 @@ impl World {
     /// may still hear the fact, from this speaker or another.
     fn take_back(&mut self, taken: Taken) {
         self.forget_fact(taken.holder, taken.fact_id);
-        if self.known.remove(&known_key(taken.holder, taken.origin)) {
-            self.held_one_fewer(taken.holder);
-        }
+        self.unknow(taken.holder, taken.origin);
     }
 
-    fn held_one_fewer(&mut self, holder: Uuid) {
-        if let Some(held) = self.held.get_mut(&holder) {
+    /// The opposite of [`World::note_known`]; nothing for a pair not known.
+    fn unknow(&mut self, holder: Uuid, origin: Uuid) {
+        if self.known.remove(&known_key(holder, origin))
+            && let Some(held) = self.held.get_mut(&holder)
+        {
             *held = held.saturating_sub(1);
         }
     }
@@ -280,9 +279,11 @@ impl Drop for ChangeWatch {
 }
 
 /// Without `P.control.changed` the leader still re-reads the runtime switches this often.
-const SWITCHES_AT_LEAST_EVERY: Duration = Duration::from_secs(5);
+const SWITCHES_AT_LEAST_EVERY: Duration = npcmem_service::switches::AT_LEAST_EVERY;
 
 /// Listens for `P.control.changed`: whether a runtime switch changed since the last read.
+/// Unlike `npcmem_service::switches::follow` (enrich), the tick after an announcement and
+/// a leader's first tick read the table themselves rather than wait for a background read.
 struct SwitchWatch {
     changed: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
@@ -456,7 +457,7 @@ impl Ticker {
         let (pool, topology, watermark) = (&self.pool, &self.topology, self.world.watermark);
         let load_changes = async move { if reload { load(pool, watermark).await.map(Some) } else { Ok(None) } };
         let writer = self.writer.take();
-        // The facts the world took in while their insert ran, as (holder, fact id).
+        // The copies the world took in while their insert ran.
         let mut taken_in = None;
         let (world, taken) = (&mut self.world, &mut taken_in);
         let commit_planned = async move {

@@ -13,36 +13,46 @@ use tracing::warn;
 
 use crate::ServiceError;
 
-/// Follows the switches in a background task until `shutdown`; the receiver always holds
-/// the last values read (the defaults until the first read succeeds).
+/// Without `P.control.changed`, a service re-reads the switches this often.
+pub const AT_LEAST_EVERY: Duration = Duration::from_secs(5);
+
+/// Reads the switches once, then follows them in a background task that ends when every
+/// receiver is gone. The receiver holds the last values read (the defaults if the first
+/// read failed).
 pub async fn follow(
     pool: PgPool,
     nats: &async_nats::Client,
     topology: &Topology,
     every: Duration,
-    mut shutdown: watch::Receiver<bool>,
 ) -> Result<watch::Receiver<Switches>, ServiceError> {
     let subject = topology.control_changed();
     let mut announcements = nats
         .subscribe(subject.clone())
         .await
         .map_err(|error| npcmem_bus::BusError::Subscribe { subject, message: error.to_string() })?;
-    let (sender, receiver) = watch::channel(Switches::default());
+    let first = read(&pool).await.unwrap_or_else(|error| {
+        warn!(%error, "cannot read the runtime switches; starting from the defaults");
+        Switches::default()
+    });
+    let (sender, receiver) = watch::channel(first);
     tokio::spawn(async move {
         loop {
-            let read = async { switches::read(&mut *pool.acquire().await?).await };
-            match read.await {
+            tokio::select! {
+                announced = announcements.next() => if announced.is_none() { break },
+                _ = tokio::time::sleep(every) => {}
+                _ = sender.closed() => break,
+            }
+            match read(&pool).await {
                 Ok(values) => {
                     sender.send_if_modified(|current| std::mem::replace(current, values) != values);
                 }
                 Err(error) => warn!(%error, "cannot read the runtime switches; keeping the last values"),
             }
-            tokio::select! {
-                announced = announcements.next() => if announced.is_none() { break },
-                _ = tokio::time::sleep(every) => {}
-                _ = shutdown.changed() => break,
-            }
         }
     });
     Ok(receiver)
+}
+
+async fn read(pool: &PgPool) -> Result<Switches, npcmem_store::StoreError> {
+    switches::read(&mut *pool.acquire().await?).await
 }
