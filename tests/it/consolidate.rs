@@ -79,7 +79,14 @@ async fn insert(env: &TestEnv, pair: &Pair, row: Row, now: DateTime<Utc>) -> Uui
 }
 
 fn jobs(env: &TestEnv) -> JobContext {
-    JobContext { pool: env.pool.clone(), nats: None, topology: env.topology.clone(), decay_batch_pages: 3, slices: 4 }
+    JobContext {
+        pool: env.pool.clone(),
+        nats: None,
+        topology: env.topology.clone(),
+        decay_batch_pages: 3,
+        slices: 4,
+        recall_max_turns: 5_000,
+    }
 }
 
 #[tokio::test]

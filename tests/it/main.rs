@@ -12,6 +12,7 @@ mod ingest;
 mod ingest_faults;
 mod nats_permissions;
 mod outbox_relay;
+mod recall;
 mod relate;
 mod service_http;
 mod store_queries;

@@ -25,11 +25,14 @@ pub enum ConsolidateCommand {
         /// Slices of the NPC id space for the prune and reinforce passes.
         #[arg(long, default_value_t = 32)]
         slices: u32,
+        /// Turns kept per pair for recall (decay blanks older transcripts).
+        #[arg(long, env = "NPCMEM_RECALL_MAX_TURNS_PER_PAIR", default_value_t = 5_000)]
+        recall_max_turns: i64,
     },
 }
 
 pub async fn run(context: &Context, command: ConsolidateCommand, out: &mut dyn Write) -> Result<(), CliError> {
-    let ConsolidateCommand::Run { job, decay_batch_pages, slices } = command;
+    let ConsolidateCommand::Run { job, decay_batch_pages, slices, recall_max_turns } = command;
     let actor = context.options.actor()?;
     let timeout = context.options.connect_timeout();
     let pool = connect::postgres_with(&context.common, timeout, context.common.database_max_connections.max(2)).await?;
@@ -41,7 +44,7 @@ pub async fn run(context: &Context, command: ConsolidateCommand, out: &mut dyn W
         }
     };
     let topology = connect::topology(&context.common);
-    let jobs = JobContext { pool: pool.clone(), nats, topology, decay_batch_pages, slices };
+    let jobs = JobContext { pool: pool.clone(), nats, topology, decay_batch_pages, slices, recall_max_turns };
     let mut lock = PgConnection::connect(&context.common.database_url).await?;
     if !maintenance::try_lock_job(&mut lock, job.as_str()).await? {
         return Err(CliError::Failed(format!(

@@ -38,15 +38,22 @@ pub struct JobArgs {
     /// Slices of the NPC id space the prune and reinforce passes work through.
     #[arg(long, env = "NPCMEM_MAINTENANCE_SLICES", default_value_t = 32)]
     pub maintenance_slices: u32,
+    /// Turns kept per pair for recall; decay blanks the oldest transcripts beyond it.
+    #[arg(long, env = "NPCMEM_RECALL_MAX_TURNS_PER_PAIR", default_value_t = 5_000)]
+    pub recall_max_turns_per_pair: i64,
 }
 
 impl ConsolidateConfig {
     pub fn validate(&self) -> Result<(), ServiceError> {
         self.llm.validate()?;
         self.jobs.schedules()?;
-        if self.jobs.decay_batch_pages < 1 || self.jobs.maintenance_slices < 1 {
+        if self.jobs.decay_batch_pages < 1
+            || self.jobs.maintenance_slices < 1
+            || self.jobs.recall_max_turns_per_pair < 1
+        {
             return Err(ServiceError::Config(
-                "NPCMEM_DECAY_BATCH_PAGES and NPCMEM_MAINTENANCE_SLICES must be positive".into(),
+                "NPCMEM_DECAY_BATCH_PAGES, NPCMEM_MAINTENANCE_SLICES and NPCMEM_RECALL_MAX_TURNS_PER_PAIR must be positive"
+                    .into(),
             ));
         }
         Ok(())

@@ -48,6 +48,8 @@ pub struct JobContext {
     pub topology: Topology,
     pub decay_batch_pages: i64,
     pub slices: u32,
+    /// Turns kept per pair for recall (DESIGN §10 cap); older transcripts are blanked.
+    pub recall_max_turns: i64,
 }
 
 impl JobContext {
@@ -64,7 +66,8 @@ impl JobContext {
     }
 
     /// Decay (seed §Memory Growth Bounds): the caps per type and NPC-id slice, then the
-    /// salience at `now` of every unlocked memory left, a slice of heap pages per statement.
+    /// salience at `now` of every unlocked memory left, a slice of heap pages per statement;
+    /// then the recall cap on each pair's transcripts.
     pub async fn decay(&self, now: DateTime<Utc>) -> Result<serde_json::Value, StoreError> {
         let mut connection = self.pool.acquire().await?;
         // Prune first (episodic by the salience at `now`), so the rescoring pass does not
@@ -83,10 +86,11 @@ impl JobContext {
             rescored += maintenance::decay_pages(&mut connection, now, first, end).await?;
             first = end;
         }
+        let turns_evicted = npcmem_store::recall::evict_beyond_cap(&mut connection, self.recall_max_turns).await?;
         drop(connection);
         // Nearly every pair changed: one message tells every enricher to drop everything.
         self.invalidate(&[CacheInvalidate { npc_id: None, player_id: None }]).await;
-        Ok(json!({"rescored": rescored, "pruned": pruned, "pages": pages}))
+        Ok(json!({"rescored": rescored, "pruned": pruned, "pages": pages, "transcripts_evicted": turns_evicted}))
     }
 
     /// Fans the consolidation backlog out: one `job.consolidate` per pair with a cluster,

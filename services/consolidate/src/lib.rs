@@ -40,6 +40,7 @@ pub async fn run(config: ConsolidateConfig, shutdown: Shutdown) -> Result<(), Se
         nats: Some(context.nats.clone()),
         topology: context.topology.clone(),
         decay_batch_pages: config.jobs.decay_batch_pages,
+        recall_max_turns: config.jobs.recall_max_turns_per_pair,
         slices: config.jobs.maintenance_slices,
     };
     let summariser = client.map(|client| {

@@ -25,10 +25,17 @@ pub struct EnrichConfig {
     /// (defaults: memory 0.25, relationship 0.10, knowledge 0.10, working_memory 0.10, mood 0.05).
     #[arg(long, env = "NPCMEM_ENRICH_BUDGETS", default_value = "")]
     pub enrich_budgets: String,
+    /// Recall reads at most this many of a pair's newest turns (the consolidate service
+    /// evicts older ones with the same setting).
+    #[arg(long, env = "NPCMEM_RECALL_MAX_TURNS_PER_PAIR", default_value_t = DEFAULT_RECALL_MAX_TURNS)]
+    pub recall_max_turns_per_pair: i64,
     /// How often access counts of memories that went into prompts are written back.
     #[arg(long, env = "NPCMEM_ENRICH_ACCESS_FLUSH_MS", default_value_t = 5_000)]
     pub enrich_access_flush_ms: u64,
 }
+
+/// Turns kept per pair by default (see docs/operations.md for the bytes per turn).
+pub const DEFAULT_RECALL_MAX_TURNS: i64 = 5_000;
 
 /// Smallest and largest `max_tokens` a request may ask for.
 pub const MAX_TOKENS_RANGE: std::ops::RangeInclusive<u32> = 64..=32_768;
@@ -43,6 +50,9 @@ impl EnrichConfig {
         self.budgets()?;
         if !MAX_TOKENS_RANGE.contains(&self.enrich_default_max_tokens) {
             return Err(ServiceError::Config("NPCMEM_ENRICH_DEFAULT_MAX_TOKENS must be 64..=32768".into()));
+        }
+        if self.recall_max_turns_per_pair < 1 {
+            return Err(ServiceError::Config("NPCMEM_RECALL_MAX_TURNS_PER_PAIR must be positive".into()));
         }
         if self.enrich_provider_timeout_ms == 0 {
             return Err(ServiceError::Config("NPCMEM_ENRICH_PROVIDER_TIMEOUT_MS must be positive".into()));

@@ -12,10 +12,12 @@ use chrono::{DateTime, Utc};
 use npcmem_core::context::{
     self, BudgetManager, ContextMemory, MEMORY_HEADER, format_age, memory_line, mood_description, relationship_summary,
 };
+use npcmem_core::recall::{self, PackRules, Turn, TurnIndex};
 use npcmem_core::relationship::{Relationship, Stage};
 use npcmem_core::tokens::count_tokens_cached as count_tokens;
 use npcmem_core::wire::{ContextSection, EnrichReply, EnrichRequest};
 use npcmem_store::context::{self as reads, Fact};
+use npcmem_store::recall::TurnFilter;
 use npcmem_store::{PgPool, StoreError, relationships, working_memory};
 use tokio::sync::mpsc;
 
@@ -32,6 +34,14 @@ pub struct PairData {
     pub memories: Option<(Vec<ContextMemory>, context::RelevanceIndex)>,
     pub knowledge: Option<Vec<Fact>>,
     pub mood: Option<Option<reads::CurrentMood>>,
+    pub recall: Option<RecallPart>,
+}
+
+/// The pair's verbatim turns (oldest first) and their index.
+#[derive(Debug, Clone, Default)]
+pub struct RecallPart {
+    pub turns: Vec<Turn>,
+    pub index: TurnIndex,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -47,6 +57,7 @@ impl PairData {
             && self.memories.is_some()
             && self.knowledge.is_some()
             && self.mood.is_some()
+            && self.recall.is_some()
     }
 }
 
@@ -58,6 +69,9 @@ pub struct Enricher {
     pub default_max_tokens: u32,
     pub metrics: EnrichMetrics,
     pub accessed: mpsc::UnboundedSender<Vec<uuid::Uuid>>,
+    /// The newest turns of a pair that recall reads, at most.
+    pub recall_max_turns: i64,
+    pub recall_rules: PackRules,
 }
 
 /// A request the enricher cannot answer as asked.
@@ -89,90 +103,24 @@ impl Enricher {
                 data
             }
         };
-
-        let mut sections: Vec<ContextSection> = Vec::new();
+        let candidates = Candidates::gather(&data, request, now);
         let mut placeholders = BTreeMap::new();
-        if let Some(part) = &data.relationship {
-            let heard: Vec<String> = data
-                .knowledge
-                .iter()
-                .flatten()
-                .filter(|fact| fact.valid_at(now))
-                .filter(|fact| fact.subject_id == Some(request.player_id) && fact.category == "player_trait")
-                .map(|fact| fact.content.clone())
-                .collect();
-            let met = part.relationship.as_ref().filter(|r| r.stage != Stage::Stranger);
-            placeholders.insert("reputation".to_owned(), context::reputation(met, &part.faction_standing, &heard));
-            if let Some(relationship) = met {
-                push_within(
-                    &mut sections,
-                    "relationship",
-                    relationship_summary(relationship),
-                    self.budget("relationship", max_tokens),
-                );
-            }
-        }
-        if let Some(summaries) = data.working_memory.as_ref().filter(|s| !s.is_empty()) {
-            let lines: Vec<String> =
-                summaries.iter().map(|(summary, at)| format!("- {summary} ({})", format_age(*at, now))).collect();
-            push_lines(
-                &mut sections,
-                "working_memory",
-                "Your recent conversations with this player:",
-                &lines,
-                self.budget("working_memory", max_tokens),
-            );
-        }
-        let mut memory_lines: Vec<(uuid::Uuid, String)> = Vec::new();
-        if let Some((memories, index)) = data.memories.as_ref().filter(|(m, _)| !m.is_empty()) {
-            let budget = self.budget("memory", max_tokens);
-            let mut used = count_tokens(MEMORY_HEADER) + 1;
-            for memory in context::rank_indexed(memories, index, request.message.as_deref(), now) {
-                let line = memory_line(memory, now);
-                let cost = count_tokens(&line) + 1;
-                if used + cost > budget {
-                    break;
-                }
-                used += cost;
-                memory_lines.push((memory.id, line));
-            }
-        }
-        let facts: Vec<String> = data
-            .knowledge
-            .iter()
-            .flatten()
-            .filter(|fact| fact.valid_at(now))
-            .map(|fact| format!("- {}{}", fact.content, if fact.confidence < 0.7 { " (you are not sure)" } else { "" }))
-            .collect();
-        if !facts.is_empty() {
-            push_lines(&mut sections, "knowledge", "Things you know:", &facts, self.budget("knowledge", max_tokens));
-        }
-        if let Some(Some(mood)) = data.mood.as_ref().filter(|mood| mood.as_ref().is_some_and(|m| m.valid_at(now))) {
-            push_within(
-                &mut sections,
-                "mood",
-                format!("You are feeling {}.", mood_description(&mood.mood, mood.intensity)),
-                self.budget("mood", max_tokens),
-            );
-        }
+        placeholders.insert("reputation".to_owned(), candidates.reputation.clone());
 
-        // The memory section goes in last so a prompt over the limit sheds memories first.
+        // The room the sections share: max_tokens less the prompt around them (and the
+        // blank lines between sections). Shrunk by any overshoot until the whole fits.
+        let frame = match &request.npc {
+            Some(persona) => count_tokens(&context::render_prompt(request.template.as_deref(), persona, &{
+                let mut empty = placeholders.clone();
+                empty.insert("memory_context".to_owned(), String::new());
+                empty
+            })),
+            None => 0,
+        };
+        let mut pool = (max_tokens as usize).saturating_sub(frame);
         loop {
-            let mut all = sections.clone();
-            if !memory_lines.is_empty() {
-                let text = std::iter::once(MEMORY_HEADER.to_owned())
-                    .chain(memory_lines.iter().map(|(_, line)| line.clone()))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let token_count = count_tokens(&text) as u32;
-                if token_count as usize > self.budget("memory", max_tokens) {
-                    memory_lines.pop();
-                    continue;
-                }
-                let position = all.iter().position(|s| s.provider == "knowledge").unwrap_or(all.len());
-                all.insert(position, ContextSection { provider: "memory".into(), content: text, token_count });
-            }
-            let memory_context = all.iter().map(|s| s.content.as_str()).collect::<Vec<_>>().join("\n\n");
+            let (sections, memory_ids) = self.pack(&candidates, &data, pool, now);
+            let memory_context = sections.iter().map(|s| s.content.as_str()).collect::<Vec<_>>().join("\n\n");
             placeholders.insert("memory_context".to_owned(), memory_context);
             let (system_prompt, token_count) = match &request.npc {
                 Some(persona) => {
@@ -180,25 +128,17 @@ impl Enricher {
                     let count = count_tokens(&prompt) as u32;
                     (Some(prompt), count)
                 }
-                None => (None, all.iter().map(|s| s.token_count).sum()),
+                None => (None, count_tokens(&placeholders["memory_context"]) as u32),
             };
             if token_count <= max_tokens {
-                let ids: Vec<uuid::Uuid> = memory_lines.iter().map(|(id, _)| *id).collect();
-                if !ids.is_empty() {
-                    let _ = self.accessed.send(ids);
+                if !memory_ids.is_empty() {
+                    let _ = self.accessed.send(memory_ids);
                 }
                 let elapsed_us = started.elapsed().as_micros() as u64;
                 self.metrics.request(elapsed_us);
-                return Ok(EnrichReply {
-                    sections: all,
-                    placeholders,
-                    system_prompt,
-                    token_count,
-                    degraded,
-                    elapsed_us,
-                });
+                return Ok(EnrichReply { sections, placeholders, system_prompt, token_count, degraded, elapsed_us });
             }
-            if memory_lines.pop().is_none() && sections.pop().is_none() {
+            if pool == 0 {
                 return Err(RequestError {
                     code: "max_tokens_too_small",
                     message: format!(
@@ -206,11 +146,79 @@ impl Enricher {
                     ),
                 });
             }
+            let overshoot = (token_count - max_tokens) as usize;
+            pool = pool.saturating_sub(overshoot.max(1));
         }
     }
 
-    fn budget(&self, provider: &str, max_tokens: u32) -> usize {
-        self.budgets.allocate(provider, max_tokens) as usize
+    /// The sections within `pool` tokens in all (DESIGN §10: shares a section leaves
+    /// unused flow to the sections that still have content), in prompt order, and the
+    /// ids of the memories shown.
+    fn pack(
+        &self,
+        candidates: &Candidates,
+        data: &PairData,
+        pool: usize,
+        now: DateTime<Utc>,
+    ) -> (Vec<ContextSection>, Vec<uuid::Uuid>) {
+        // Sections are joined by a blank line: about one token each.
+        let pool = pool.saturating_sub(candidates.section_count());
+        let recall_need = match (&data.recall, candidates.recall_ranked.is_empty()) {
+            (Some(recall), false) => {
+                recall::pack(&recall.turns, &candidates.recall_ranked, pool, &[], &self.recall_rules, now)
+                    .map_or(0, |packed| packed.needs)
+            }
+            _ => 0,
+        };
+        let needs = [
+            ("relationship", candidates.relationship.as_deref().map_or(0, count_tokens)),
+            ("working_memory", lines_need(WORKING_MEMORY_HEADER, &candidates.working_memory)),
+            ("memory", lines_need(MEMORY_HEADER, candidates.memory.iter().map(|(_, line)| line))),
+            ("recall", recall_need),
+            ("knowledge", lines_need(KNOWLEDGE_HEADER, &candidates.knowledge)),
+            ("mood", candidates.mood.as_deref().map_or(0, count_tokens)),
+        ];
+        let budgets = self.budgets.distribute(pool, &needs);
+        let budget = |name: &str| budgets.get(name).copied().unwrap_or(0);
+
+        let mut sections = Vec::new();
+        if let Some(content) = &candidates.relationship {
+            push_within(&mut sections, "relationship", content.clone(), budget("relationship"));
+        }
+        push_lines(
+            &mut sections,
+            "working_memory",
+            WORKING_MEMORY_HEADER,
+            &candidates.working_memory,
+            budget("working_memory"),
+        );
+        let memory_lines: Vec<String> = candidates.memory.iter().map(|(_, line)| line.clone()).collect();
+        let shown_memories = push_lines(&mut sections, "memory", MEMORY_HEADER, &memory_lines, budget("memory"));
+        let memory_ids: Vec<uuid::Uuid> = candidates.memory.iter().take(shown_memories).map(|(id, _)| *id).collect();
+        push_lines(&mut sections, "knowledge", KNOWLEDGE_HEADER, &candidates.knowledge, budget("knowledge"));
+        if let Some(content) = &candidates.mood {
+            push_within(&mut sections, "mood", content.clone(), budget("mood"));
+        }
+        // Recall last: it also takes what the other sections' line breaks left unused.
+        if let Some(recall) = &data.recall
+            && !candidates.recall_ranked.is_empty()
+        {
+            let others: usize = sections.iter().map(|s| s.token_count as usize).sum();
+            let room = pool.saturating_sub(others).max(budget("recall"));
+            let shown: Vec<&str> = sections.iter().map(|s| s.content.as_str()).collect();
+            if let Some(packed) =
+                recall::pack(&recall.turns, &candidates.recall_ranked, room, &shown, &self.recall_rules, now)
+            {
+                let position = sections.iter().position(|s| s.provider == "knowledge" || s.provider == "mood");
+                let section = ContextSection {
+                    provider: "recall".into(),
+                    content: packed.content,
+                    token_count: packed.token_count as u32,
+                };
+                sections.insert(position.unwrap_or(sections.len()), section);
+            }
+        }
+        (sections, memory_ids)
     }
 
     /// Loads every part at once, each under the provider timeout.
@@ -242,13 +250,33 @@ impl Enricher {
             let mut connection = pool.acquire().await?;
             reads::mood(&mut connection, npc_id, now).await
         };
+        let max_turns = self.recall_max_turns;
+        let recall = async {
+            let mut connection = pool.acquire().await?;
+            let turns =
+                npcmem_store::recall::pair_turns(&mut connection, npc_id, player_id, max_turns, &TurnFilter::default())
+                    .await?;
+            // Indexing a thousand turns takes a few milliseconds: off the runtime's threads.
+            let part = tokio::task::spawn_blocking(move || {
+                let index = TurnIndex::build(&turns);
+                RecallPart { turns, index }
+            })
+            .await
+            .map_err(|error| match error.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Cancelled: the runtime is shutting down.
+                Err(_) => StoreError::Unavailable(sqlx::Error::WorkerCrashed),
+            })?;
+            Ok::<_, StoreError>(part)
+        };
         let timeout = self.timeout;
-        let (relationship, summaries, memories, knowledge, mood) = tokio::join!(
+        let (relationship, summaries, memories, knowledge, mood, recall) = tokio::join!(
             bounded(timeout, relationship),
             bounded(timeout, summaries),
             bounded(timeout, memories),
             bounded(timeout, knowledge),
             bounded(timeout, mood),
+            bounded(timeout, recall),
         );
         for (name, ok) in [
             ("relationship", relationship.is_some()),
@@ -256,14 +284,107 @@ impl Enricher {
             ("memory", memories.is_some()),
             ("knowledge", knowledge.is_some()),
             ("mood", mood.is_some()),
+            ("recall", recall.is_some()),
         ] {
             if !ok {
                 self.metrics.degraded(name);
                 degraded.push(name.to_owned());
             }
         }
-        PairData { relationship, working_memory: summaries, memories, knowledge, mood }
+        PairData { relationship, working_memory: summaries, memories, knowledge, mood, recall }
     }
+}
+
+const WORKING_MEMORY_HEADER: &str = "Your recent conversations with this player:";
+const KNOWLEDGE_HEADER: &str = "Things you know:";
+
+/// Everything one request could show, ranked, before the budget cuts it.
+struct Candidates {
+    reputation: String,
+    relationship: Option<String>,
+    working_memory: Vec<String>,
+    /// Memory ids and lines, best first.
+    memory: Vec<(uuid::Uuid, String)>,
+    /// Positions into the pair's turns, best first (empty without a message).
+    recall_ranked: Vec<usize>,
+    knowledge: Vec<String>,
+    mood: Option<String>,
+}
+
+/// Recall ranks at most this many turns; more never fit a prompt.
+const RECALL_CANDIDATES: usize = 400;
+
+impl Candidates {
+    fn gather(data: &PairData, request: &EnrichRequest, now: DateTime<Utc>) -> Self {
+        let mut reputation = context::STRANGER.to_owned();
+        let mut relationship = None;
+        if let Some(part) = &data.relationship {
+            let heard: Vec<String> = data
+                .knowledge
+                .iter()
+                .flatten()
+                .filter(|fact| fact.valid_at(now))
+                .filter(|fact| fact.subject_id == Some(request.player_id) && fact.category == "player_trait")
+                .map(|fact| fact.content.clone())
+                .collect();
+            let met = part.relationship.as_ref().filter(|r| r.stage != Stage::Stranger);
+            reputation = context::reputation(met, &part.faction_standing, &heard);
+            relationship = met.map(relationship_summary);
+        }
+        let working_memory = data
+            .working_memory
+            .iter()
+            .flatten()
+            .map(|(summary, at)| format!("- {summary} ({})", format_age(*at, now)))
+            .collect();
+        let memory = match &data.memories {
+            Some((memories, index)) => context::rank_indexed(memories, index, request.message.as_deref(), now)
+                .into_iter()
+                .map(|memory| (memory.id, memory_line(memory, now)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let recall_ranked = match (&data.recall, request.message.as_deref()) {
+            (Some(recall), Some(message)) => {
+                recall.index.search(message).into_iter().take(RECALL_CANDIDATES).map(|(position, _)| position).collect()
+            }
+            _ => Vec::new(),
+        };
+        let knowledge = data
+            .knowledge
+            .iter()
+            .flatten()
+            .filter(|fact| fact.valid_at(now))
+            .map(|fact| format!("- {}{}", fact.content, if fact.confidence < 0.7 { " (you are not sure)" } else { "" }))
+            .collect();
+        let mood = data
+            .mood
+            .as_ref()
+            .and_then(|mood| mood.as_ref())
+            .filter(|mood| mood.valid_at(now))
+            .map(|mood| format!("You are feeling {}.", mood_description(&mood.mood, mood.intensity)));
+        Self { reputation, relationship, working_memory, memory, recall_ranked, knowledge, mood }
+    }
+
+    /// How many sections could be shown (for the blank lines between them).
+    fn section_count(&self) -> usize {
+        usize::from(self.relationship.is_some())
+            + usize::from(!self.working_memory.is_empty())
+            + usize::from(!self.memory.is_empty())
+            + usize::from(!self.recall_ranked.is_empty())
+            + usize::from(!self.knowledge.is_empty())
+            + usize::from(self.mood.is_some())
+    }
+}
+
+/// Tokens of a header and all its lines (0 without lines).
+fn lines_need<'a>(header: &str, lines: impl IntoIterator<Item = &'a String>) -> usize {
+    let mut lines = lines.into_iter().peekable();
+    if lines.peek().is_none() {
+        return 0;
+    }
+    // As push_lines counts: the header and each line with its line break.
+    count_tokens(header) + 1 + lines.map(|line| count_tokens(line) + 1).sum::<usize>()
 }
 
 /// The value, or None when it failed or took longer than `timeout`.
@@ -286,8 +407,15 @@ fn push_within(sections: &mut Vec<ContextSection>, provider: &str, content: Stri
     }
 }
 
-/// A header and as many lines as fit the budget (none: no section).
-fn push_lines(sections: &mut Vec<ContextSection>, provider: &str, header: &str, lines: &[String], budget: usize) {
+/// A header and as many lines as fit the budget (none: no section); returns how many
+/// lines it shows.
+fn push_lines(
+    sections: &mut Vec<ContextSection>,
+    provider: &str,
+    header: &str,
+    lines: &[String],
+    budget: usize,
+) -> usize {
     let mut kept = vec![header.to_owned()];
     let mut used = count_tokens(header) + 1;
     for line in lines {
@@ -298,11 +426,14 @@ fn push_lines(sections: &mut Vec<ContextSection>, provider: &str, header: &str, 
         used += cost;
         kept.push(line.clone());
     }
-    if kept.len() > 1 {
+    while kept.len() > 1 {
         let content = kept.join("\n");
         let token_count = count_tokens(&content) as u32;
         if token_count as usize <= budget {
             sections.push(ContextSection { provider: provider.to_owned(), content, token_count });
+            return kept.len() - 1;
         }
+        kept.pop();
     }
+    0
 }

@@ -1,7 +1,7 @@
 //! The enrich service (DESIGN §5): prompt context for an NPC's next line on core NATS
 //! request/reply (`P.enrich.request`, queue group `enrich`) and `POST /v1/context`, and
 //! the structured query API (`P.query.relationship`, `P.query.memories`,
-//! `P.query.knowledge`). Pair data is cached (moka) and dropped on `P.cache.invalidate`.
+//! `P.query.knowledge`, `P.query.recall`). Pair data is cached (moka) and dropped on `P.cache.invalidate`.
 
 pub mod access;
 pub mod config;
@@ -59,6 +59,8 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         default_max_tokens: config.enrich_default_max_tokens,
         metrics,
         accessed,
+        recall_max_turns: config.recall_max_turns_per_pair,
+        recall_rules: npcmem_core::recall::PackRules::default(),
     });
     let handlers = Arc::new(server::Handlers { enricher, pool: context.pool.clone(), rules: RelateRules::default() });
     let topology = context.topology.clone();
@@ -78,6 +80,7 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         (topology.subject("query.relationship"), server::Endpoint::Relationship),
         (topology.subject("query.memories"), server::Endpoint::Memories),
         (topology.subject("query.knowledge"), server::Endpoint::Knowledge),
+        (topology.subject("query.recall"), server::Endpoint::Recall),
     ];
     let mut servers = Vec::new();
     for (subject, endpoint) in endpoints {

@@ -1,12 +1,16 @@
 //! The structured query API (DESIGN §9, seed MemoryQueryAPI) for game systems that need
-//! numbers, not prose: `P.query.relationship`, `P.query.memories`, `P.query.knowledge`.
+//! numbers, not prose: `P.query.relationship`, `P.query.memories`, `P.query.knowledge`,
+//! and `P.query.recall` (search one pair's past by text, DESIGN §10).
 
 use chrono::{DateTime, Utc};
 use npcmem_core::memory::MemoryType;
+use npcmem_core::recall::TurnIndex;
 use npcmem_core::relationship::{Dimension, RelateRules, Relationship, faction_modifier};
 use npcmem_core::wire::schema_v1;
+use npcmem_core::wire::{ErrorReply, Speaker};
 use npcmem_store::context::{self as reads, Fact, MemoryFilter};
 use npcmem_store::factions::{self, Side};
+use npcmem_store::recall::{self as turns, TurnFilter};
 use npcmem_store::{PgPool, StoreError, relationships};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -171,4 +175,106 @@ pub async fn knowledge(pool: &PgPool, query: &KnowledgeQuery) -> Result<Knowledg
         reads::knowledge(&mut connection, query.npc_id, Utc::now(), query.tag.as_deref(), query.subject_id, limit)
             .await?;
     Ok(KnowledgeAnswer { knows_fact: !facts.is_empty(), facts })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RecallQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    /// Words to search for; without it the newest turns come first.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Said at or after (RFC 3339).
+    #[serde(default)]
+    pub from: Option<DateTime<Utc>>,
+    /// Said at or before (RFC 3339).
+    #[serde(default)]
+    pub to: Option<DateTime<Utc>>,
+    /// `player` or `npc`.
+    #[serde(default)]
+    pub speaker: Option<Speaker>,
+    /// 1..=200, default 20.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct RecallAnswer {
+    /// Turns that matched (before the limit).
+    pub count: usize,
+    pub turns: Vec<RecalledTurn>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct RecalledTurn {
+    pub conversation_id: Uuid,
+    /// Position in its conversation, from 0.
+    pub turn: u32,
+    pub speaker: Speaker,
+    pub text: String,
+    pub said_at: DateTime<Utc>,
+    /// BM25 relevance to `text`; null when no text was given.
+    pub score: Option<f64>,
+}
+
+impl RecallQuery {
+    /// The query's own mistakes, named by field.
+    pub fn check(&self) -> Result<(), ErrorReply> {
+        if let (Some(from), Some(to)) = (self.from, self.to)
+            && from > to
+        {
+            return Err(ErrorReply::new("invalid_field", format!("from ({from}) is after to ({to})")));
+        }
+        if let Some(limit) = self.limit
+            && !(1..=200).contains(&limit)
+        {
+            return Err(ErrorReply::new("invalid_field", format!("limit {limit} is outside 1..=200")));
+        }
+        Ok(())
+    }
+}
+
+/// One pair's turns matching the filters, ranked by relevance to `text` (or newest first).
+pub async fn recall(pool: &PgPool, max_turns: i64, query: &RecallQuery) -> Result<RecallAnswer, StoreError> {
+    let mut connection = pool.acquire().await?;
+    let filter = TurnFilter { from: query.from, to: query.to, speaker: query.speaker };
+    let found = turns::pair_turns(&mut connection, query.npc_id, query.player_id, max_turns, &filter).await?;
+    drop(connection);
+    let limit = query.limit.unwrap_or(20).clamp(1, 200) as usize;
+    let text = query.text.clone().filter(|text| !text.trim().is_empty());
+    let answer = tokio::task::spawn_blocking(move || {
+        let ranked: Vec<(usize, Option<f64>)> = match &text {
+            Some(text) => TurnIndex::build(&found)
+                .search(text)
+                .into_iter()
+                .map(|(position, score)| (position, Some((score * 1000.0).round() / 1000.0)))
+                .collect(),
+            None => (0..found.len()).rev().map(|position| (position, None)).collect(),
+        };
+        let count = ranked.len();
+        let turns = ranked
+            .into_iter()
+            .take(limit)
+            .map(|(position, score)| {
+                let turn = &found[position];
+                RecalledTurn {
+                    conversation_id: turn.conversation_id,
+                    turn: turn.turn,
+                    speaker: turn.speaker,
+                    text: turn.text.clone(),
+                    said_at: turn.said_at,
+                    score,
+                }
+            })
+            .collect();
+        RecallAnswer { count, turns }
+    })
+    .await
+    .map_err(|error| match error.try_into_panic() {
+        Ok(panic) => std::panic::resume_unwind(panic),
+        Err(_) => StoreError::Unavailable(sqlx::Error::WorkerCrashed),
+    })?;
+    Ok(answer)
 }

@@ -33,6 +33,7 @@ pub enum Endpoint {
     Relationship,
     Memories,
     Knowledge,
+    Recall,
 }
 
 pub struct Handlers {
@@ -58,11 +59,23 @@ impl Handlers {
             Endpoint::Knowledge => {
                 run(payload, |q: query::KnowledgeQuery| async move { query::knowledge(&self.pool, &q).await }).await
             }
+            Endpoint::Recall => self.recall(payload).await,
         };
         match result {
             Ok(body) => (false, body),
             Err(error) => (true, serde_json::to_vec(&error).expect("errors serialise")),
         }
+    }
+
+    async fn recall(&self, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
+        let query: query::RecallQuery =
+            decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
+        query.check()?;
+        let answer = query::recall(&self.pool, self.enricher.recall_max_turns, &query).await.map_err(|error| {
+            warn!(%error, "recall query failed");
+            ErrorReply::new("unavailable", format!("the store could not answer: {error}"))
+        })?;
+        Ok(serde_json::to_vec(&answer).expect("answers serialise"))
     }
 
     async fn context(&self, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
@@ -127,13 +140,25 @@ pub async fn serve_subject(
     Ok(())
 }
 
-/// `POST /v1/context`: the enrich request over HTTP (400 with the error object).
+/// `POST /v1/context` (the enrich request) and `POST /v1/recall` (`query.recall`) over
+/// HTTP: 400 with the error object.
 pub fn routes(handlers: Arc<Handlers>) -> axum::Router {
-    axum::Router::new().route("/v1/context", axum::routing::post(http_context)).with_state(handlers)
+    axum::Router::new()
+        .route("/v1/context", axum::routing::post(http_context))
+        .route("/v1/recall", axum::routing::post(http_recall))
+        .with_state(handlers)
 }
 
 async fn http_context(State(handlers): State<Arc<Handlers>>, body: Bytes) -> Response {
-    let (is_error, reply) = handlers.answer(Endpoint::Context, &body).await;
+    http_answer(&handlers, Endpoint::Context, &body).await
+}
+
+async fn http_recall(State(handlers): State<Arc<Handlers>>, body: Bytes) -> Response {
+    http_answer(&handlers, Endpoint::Recall, &body).await
+}
+
+async fn http_answer(handlers: &Handlers, endpoint: Endpoint, body: &[u8]) -> Response {
+    let (is_error, reply) = handlers.answer(endpoint, body).await;
     let status = if is_error { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     (status, [(axum::http::header::CONTENT_TYPE, "application/json")], reply).into_response()
 }

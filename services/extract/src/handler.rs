@@ -257,6 +257,9 @@ impl ExtractHandler {
         let mut touched_types: BTreeSet<(Uuid, Uuid, MemoryType)> = BTreeSet::new();
         for extraction in &owned {
             let claim = &extraction.claim;
+            // Dated when it happened (DESIGN §10), not when it was extracted; a game clock
+            // running ahead is capped at now.
+            let happened_at = claim.ended_at.min(now);
             for reviewed in &extraction.memories {
                 let memory = &reviewed.memory;
                 rows.push(NewMemory {
@@ -271,7 +274,7 @@ impl ExtractHandler {
                     salience: round3(compute_salience(
                         &SalienceInputs {
                             importance: memory.importance,
-                            last_accessed: now,
+                            last_accessed: happened_at,
                             access_count: 0,
                             locked: false,
                             emotional_intensity: memory.emotional_intensity,
@@ -284,7 +287,7 @@ impl ExtractHandler {
                     safety_flag: reviewed.flag.as_str(),
                     source_conversation_id: Some(claim.conversation_id),
                     extractor: extraction.extractor.as_str(),
-                    created_at: now,
+                    created_at: happened_at,
                 });
                 touched_types.insert((claim.npc_id, claim.player_id, memory.memory_type));
                 if reviewed.flag != SafetyFlag::Clean {

@@ -261,15 +261,21 @@ pub struct BudgetManager {
 }
 
 impl Default for BudgetManager {
-    /// memory 25 %, relationship 10 %, knowledge 10 % (the seed's); working memory 10 %
-    /// and mood 5 % from the seed's unallocated pool; the rest stays for the persona and
-    /// the conversation.
+    /// memory 25 %, relationship 10 %, knowledge 10 % (the seed's); working memory 10 %,
+    /// mood 5 % and recalled moments 25 % from the seed's unallocated pool. What a section
+    /// leaves unused flows to the others ([`BudgetManager::distribute`]).
     fn default() -> Self {
-        let shares =
-            [("memory", 0.25), ("relationship", 0.10), ("knowledge", 0.10), ("working_memory", 0.10), ("mood", 0.05)]
-                .into_iter()
-                .map(|(name, share)| (name.to_owned(), share))
-                .collect();
+        let shares = [
+            ("memory", 0.25),
+            ("relationship", 0.10),
+            ("knowledge", 0.10),
+            ("working_memory", 0.10),
+            ("mood", 0.05),
+            ("recall", 0.25),
+        ]
+        .into_iter()
+        .map(|(name, share)| (name.to_owned(), share))
+        .collect();
         Self { shares }
     }
 }
@@ -288,7 +294,7 @@ impl BudgetManager {
             }
             if !manager.shares.contains_key(name.trim()) {
                 return Err(format!(
-                    "budget {entry:?}: unknown provider (memory, relationship, knowledge, working_memory, mood)"
+                    "budget {entry:?}: unknown provider (memory, relationship, knowledge, working_memory, mood, recall)"
                 ));
             }
             manager.shares.insert(name.trim().to_owned(), share);
@@ -301,6 +307,44 @@ impl BudgetManager {
 
     pub fn allocate(&self, provider: &str, max_tokens: u32) -> u32 {
         (f64::from(max_tokens) * self.shares.get(provider).copied().unwrap_or(0.0)) as u32
+    }
+
+    /// Splits `pool` tokens between the sections that have content, `needs` giving what
+    /// each would use unbounded: each gets its share of the pool in proportion to the
+    /// shares of the sections still wanting more, what a section leaves unused flows to
+    /// those, until every need is met or the pool is spent. A section with a zero share
+    /// gets nothing. Never hands out more than `pool` in all.
+    pub fn distribute(&self, pool: usize, needs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+        let mut granted: BTreeMap<String, usize> = needs.iter().map(|(name, _)| ((*name).to_owned(), 0)).collect();
+        let share = |name: &str| self.shares.get(name).copied().unwrap_or(0.0);
+        let mut wanting: Vec<(&str, usize)> =
+            needs.iter().copied().filter(|&(name, need)| need > 0 && share(name) > 0.0).collect();
+        let mut remaining = pool;
+        while remaining > 0 && !wanting.is_empty() {
+            let total_share: f64 = wanting.iter().map(|(name, _)| share(name)).sum();
+            let mut handed = 0;
+            for (name, need) in &wanting {
+                let offer = ((remaining as f64) * share(name) / total_share).floor() as usize;
+                let have = granted[*name];
+                let give = offer.min(need - have);
+                *granted.get_mut(*name).expect("every wanting section was granted 0") += give;
+                handed += give;
+            }
+            if handed == 0 {
+                // Offers rounded down to nothing: the rest goes to the largest share still wanting.
+                let (name, need) = *wanting
+                    .iter()
+                    .max_by(|a, b| share(a.0).total_cmp(&share(b.0)))
+                    .expect("the loop runs only while some section wants more");
+                let give = remaining.min(need - granted[name]);
+                *granted.get_mut(name).expect("granted above") += give;
+                handed = give;
+            }
+            remaining -= handed;
+            wanting.retain(|(name, need)| granted[*name] < *need);
+        }
+        debug_assert!(granted.values().sum::<usize>() <= pool);
+        granted
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`memory`]: memory kinds, salience, growth caps, rounding.
 //! - [`summary`]: working-memory summaries of conversations.
 //! - [`tokens`]: BPE token counts for budgets.
+//! - [`recall`]: ranking and packing of the verbatim turns a pair exchanged.
 //!
 //! This crate must stay pure: no I/O, no tokio, no NATS, no SQL, no clock reads (callers
 //! pass `now`). That keeps every rule unit-testable and usable from any service, the
@@ -16,6 +17,7 @@ pub mod context;
 pub mod extraction;
 pub mod gossip;
 pub mod memory;
+pub mod recall;
 pub mod redact;
 pub mod relationship;
 pub mod summary;

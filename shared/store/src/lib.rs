@@ -19,6 +19,7 @@ pub mod memories;
 pub mod outbox;
 pub mod pool;
 pub mod privacy;
+pub mod recall;
 pub mod relationships;
 pub mod stats;
 pub mod switches;

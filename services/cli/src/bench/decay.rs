@@ -81,6 +81,7 @@ async fn measure(scratch: &Scratch, args: &DecayBenchArgs) -> anyhow::Result<()>
         topology: scratch.topology.clone(),
         decay_batch_pages: args.decay_batch_pages,
         slices: args.slices,
+        recall_max_turns: 5_000,
     };
     let decay_started = Instant::now();
     let outcome = jobs.decay(chrono::Utc::now()).await?;

@@ -1,0 +1,310 @@
+//! Recall over the verbatim episodic store (DESIGN §10): every redacted turn a pair ever
+//! exchanged, ranked for the current message and packed into the prompt as dated,
+//! speaker-attributed lines.
+//!
+//! Lexical ranking is BM25 over Snowball-stemmed terms with the NLTK English stop words
+//! removed; the speaker's name counts as a term of each turn, so "what did Caroline
+//! paint?" prefers Caroline's own turns. Dense similarity, when an embedder is
+//! configured, is fused with reciprocal-rank fusion ([`fuse`]). The text analysis comes
+//! from well-kept crates (`rust-stemmers`, `stop-words`); only the ranking and packing
+//! rules live here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::LazyLock;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use uuid::Uuid;
+
+use crate::context::format_age;
+use crate::tokens::count_tokens_cached;
+use crate::wire::Speaker;
+
+/// One turn of a recorded conversation, as recall holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub conversation_id: Uuid,
+    /// Position in its conversation, from 0.
+    pub turn: u32,
+    pub speaker: Speaker,
+    /// The speaker's character name when known (indexed, not shown).
+    pub speaker_name: Option<String>,
+    pub text: String,
+    pub said_at: DateTime<Utc>,
+}
+
+/// When turn `index` of `count` was said: spread evenly between the conversation's start
+/// and end (the game sends no per-turn times). A clock that runs backwards gives `ended_at`.
+pub fn turn_time(started_at: DateTime<Utc>, ended_at: DateTime<Utc>, index: usize, count: usize) -> DateTime<Utc> {
+    if count <= 1 || ended_at <= started_at {
+        return ended_at.max(started_at);
+    }
+    let span = (ended_at - started_at).num_milliseconds();
+    let offset = span * index.min(count - 1) as i64 / (count - 1) as i64;
+    started_at + TimeDelta::milliseconds(offset)
+}
+
+static STOP_WORDS: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| stop_words::lookup("en").unwrap_or_default().iter().copied().collect());
+static STEMMER: LazyLock<rust_stemmers::Stemmer> =
+    LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+
+/// The index terms of `text`: lowercase alphanumeric words, stop words and single
+/// characters dropped, each reduced to its Snowball English stem ("painted", "painting"
+/// and "paints" all give "paint").
+pub fn terms(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| word.chars().nth(1).is_some())
+        .map(str::to_lowercase)
+        .filter(|word| !STOP_WORDS.contains(word.as_str()))
+        .map(|word| STEMMER.stem(&word).into_owned())
+        .collect()
+}
+
+/// BM25 parameters (the usual k1 1.2, b 0.75).
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// An inverted index over one pair's turns, built once when the pair is loaded so that a
+/// request walks only the postings of its own terms.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnIndex {
+    postings: HashMap<String, Vec<(u32, u16)>>,
+    lengths: Vec<u32>,
+    average_length: f64,
+}
+
+impl TurnIndex {
+    pub fn build(turns: &[Turn]) -> Self {
+        let mut postings: HashMap<String, Vec<(u32, u16)>> = HashMap::new();
+        let mut lengths = Vec::with_capacity(turns.len());
+        for (position, turn) in turns.iter().enumerate() {
+            let mut counts: BTreeMap<String, u16> = BTreeMap::new();
+            let name_terms = turn.speaker_name.as_deref().map(terms).unwrap_or_default();
+            for term in terms(&turn.text).into_iter().chain(name_terms) {
+                let count = counts.entry(term).or_insert(0);
+                *count = count.saturating_add(1);
+            }
+            lengths.push(counts.values().map(|&count| u32::from(count)).sum::<u32>().max(1));
+            for (term, count) in counts {
+                postings.entry(term).or_default().push((position as u32, count));
+            }
+        }
+        let average_length = if lengths.is_empty() {
+            1.0
+        } else {
+            lengths.iter().map(|&l| f64::from(l)).sum::<f64>() / lengths.len() as f64
+        };
+        Self { postings, lengths, average_length }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lengths.is_empty()
+    }
+
+    /// The turns that share a term with `query`, best first, as (position, BM25 score);
+    /// equal scores put the later turn first.
+    pub fn search(&self, query: &str) -> Vec<(usize, f64)> {
+        let query_terms: HashSet<String> = terms(query).into_iter().collect();
+        let mut scores: HashMap<u32, f64> = HashMap::new();
+        let count = self.lengths.len() as f64;
+        for term in &query_terms {
+            let Some(postings) = self.postings.get(term) else { continue };
+            let containing = postings.len() as f64;
+            let idf = ((count - containing + 0.5) / (containing + 0.5) + 1.0).ln();
+            for &(position, frequency) in postings {
+                let frequency = f64::from(frequency);
+                let length = f64::from(self.lengths[position as usize]);
+                *scores.entry(position).or_insert(0.0) +=
+                    idf * frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / self.average_length));
+            }
+        }
+        let mut ranked: Vec<(usize, f64)> =
+            scores.into_iter().map(|(position, score)| (position as usize, score)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        ranked
+    }
+}
+
+/// Reciprocal-rank fusion (Cormack et al. 2009) of several rankings of the same turns:
+/// each list adds 1 / (k + rank) to a turn's score; best first, ties later turn first.
+/// k = 60 is the paper's constant.
+pub fn fuse(rankings: &[&[usize]], k: f64) -> Vec<(usize, f64)> {
+    let mut scores: HashMap<usize, f64> = HashMap::new();
+    for ranking in rankings {
+        for (rank, &position) in ranking.iter().enumerate() {
+            *scores.entry(position).or_insert(0.0) += 1.0 / (k + rank as f64 + 1.0);
+        }
+    }
+    let mut fused: Vec<(usize, f64)> = scores.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    fused
+}
+
+/// Positions of the `limit` turns most similar to `query_vector` (cosine), best first;
+/// turns without a vector are skipped.
+pub fn dense_ranking(query_vector: &[f32], vectors: &[Option<Vec<f32>>], limit: usize) -> Vec<usize> {
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let query_norm = norm(query_vector);
+    if query_norm == 0.0 {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, f32)> = vectors
+        .iter()
+        .enumerate()
+        .filter_map(|(position, vector)| {
+            let vector = vector.as_ref().filter(|v| v.len() == query_vector.len())?;
+            let dot: f32 = vector.iter().zip(query_vector).map(|(a, b)| a * b).sum();
+            let vector_norm = norm(vector);
+            (vector_norm > 0.0).then(|| (position, dot / (vector_norm * query_norm)))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    scored.into_iter().take(limit).map(|(position, _)| position).collect()
+}
+
+pub const RECALL_HEADER: &str = "What you and this player said before:";
+
+/// How the recalled-moments section is packed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackRules {
+    /// The reply that followed each of this many best hits is shown with it, for context.
+    pub neighbours_of_top: usize,
+    /// At most this many turns, however large the budget.
+    pub max_turns: usize,
+}
+
+impl Default for PackRules {
+    fn default() -> Self {
+        Self { neighbours_of_top: 3, max_turns: 200 }
+    }
+}
+
+/// The packed section: its text, its token count and the turns it shows, chronological.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedRecall {
+    pub content: String,
+    pub token_count: usize,
+    pub turns: Vec<usize>,
+    /// The budget these turns need by the per-line estimate packing uses (≥ the exact
+    /// count): about what to pass back as the budget to get the same turns.
+    pub needs: usize,
+}
+
+/// A turn's line in the section, without its conversation's heading.
+pub fn turn_line(turn: &Turn) -> String {
+    let who = match turn.speaker {
+        Speaker::Player => "they said",
+        Speaker::Npc => "you said",
+    };
+    format!("- {who}: \"{}\"", collapse_whitespace(&turn.text))
+}
+
+/// The heading of one conversation's lines: when it happened.
+pub fn conversation_heading(said_at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    format!("{}:", capitalise(&format_age(said_at, now)))
+}
+
+/// Packs the best of `ranked` (positions into `turns`, best first) into at most `budget`
+/// tokens: each hit, then the reply that followed it for the first
+/// [`PackRules::neighbours_of_top`] hits, skipping any turn whose text another section
+/// already shows (`shown`: that section's text). Lines are grouped by conversation under
+/// their age, oldest first. None when nothing fits.
+pub fn pack(
+    turns: &[Turn],
+    ranked: &[usize],
+    budget: usize,
+    shown: &[&str],
+    rules: &PackRules,
+    now: DateTime<Utc>,
+) -> Option<PackedRecall> {
+    let already_shown = |turn: &Turn| {
+        let text = collapse_whitespace(&turn.text);
+        !text.is_empty() && shown.iter().any(|section| section.contains(text.as_str()))
+    };
+    let header_cost = count_tokens_cached(RECALL_HEADER) + 1;
+    let mut used = header_cost;
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut chosen_set: HashSet<usize> = HashSet::new();
+    let mut headed: HashSet<Uuid> = HashSet::new();
+    let mut consider = |position: usize, used: &mut usize, chosen: &mut Vec<usize>| -> bool {
+        let Some(turn) = turns.get(position) else { return true };
+        if chosen_set.contains(&position) || turn.text.trim().is_empty() || already_shown(turn) {
+            return true;
+        }
+        let mut cost = count_tokens_cached(&turn_line(turn)) + 1;
+        if !headed.contains(&turn.conversation_id) {
+            cost += count_tokens_cached(&conversation_heading(turn.said_at, now)) + 1;
+        }
+        if *used + cost > budget {
+            return false;
+        }
+        *used += cost;
+        headed.insert(turn.conversation_id);
+        chosen_set.insert(position);
+        chosen.push(position);
+        true
+    };
+    for (rank, &position) in ranked.iter().enumerate() {
+        if chosen.len() >= rules.max_turns {
+            break;
+        }
+        // A hit that does not fit may leave room for a shorter later one.
+        consider(position, &mut used, &mut chosen);
+        if rank < rules.neighbours_of_top {
+            let next = position + 1;
+            if turns.get(next).is_some_and(|t| t.conversation_id == turns[position].conversation_id) {
+                consider(next, &mut used, &mut chosen);
+            }
+        }
+    }
+    // Shown oldest first; shed from the end of the rank order if the exact count is over.
+    let chronological = |positions: &[usize]| {
+        let mut sorted = positions.to_vec();
+        sorted.sort_by(|&a, &b| {
+            let (x, y) = (&turns[a], &turns[b]);
+            x.said_at.cmp(&y.said_at).then(x.conversation_id.cmp(&y.conversation_id)).then(x.turn.cmp(&y.turn))
+        });
+        sorted
+    };
+    while !chosen.is_empty() {
+        let positions = chronological(&chosen);
+        let content = render(turns, &positions, now);
+        let token_count = count_tokens_cached(&content);
+        if token_count <= budget {
+            return Some(PackedRecall { content, token_count, turns: positions, needs: used.max(token_count) });
+        }
+        chosen.pop();
+    }
+    None
+}
+
+/// The section text for `positions` (chronological).
+pub fn render(turns: &[Turn], positions: &[usize], now: DateTime<Utc>) -> String {
+    let mut lines = vec![RECALL_HEADER.to_owned()];
+    let mut current: Option<Uuid> = None;
+    for &position in positions {
+        let turn = &turns[position];
+        if current != Some(turn.conversation_id) {
+            lines.push(conversation_heading(turn.said_at, now));
+            current = Some(turn.conversation_id);
+        }
+        lines.push(turn_line(turn));
+    }
+    lines.join("\n")
+}
+
+fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;
