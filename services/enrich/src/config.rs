@@ -18,6 +18,10 @@ pub struct EnrichConfig {
     /// Pairs kept in the cache.
     #[arg(long, env = "NPCMEM_ENRICH_CACHE_CAPACITY", default_value_t = 10_000)]
     pub enrich_cache_capacity: u64,
+    /// Memory the cached pairs may take in all, by their estimated size (a pair with
+    /// 1,000 turns and 200 memories takes about 0.5 MB); the least used go first.
+    #[arg(long, env = "NPCMEM_ENRICH_CACHE_MAX_MB", default_value_t = 1_024)]
+    pub enrich_cache_max_mb: u64,
     /// `max_tokens` when a request gives none.
     #[arg(long, env = "NPCMEM_ENRICH_DEFAULT_MAX_TOKENS", default_value_t = 1024)]
     pub enrich_default_max_tokens: u32,

@@ -51,6 +51,26 @@ pub struct RelationshipPart {
 }
 
 impl PairData {
+    /// What the entry holds in memory, roughly: text, indexes and per-row overhead.
+    pub fn approximate_bytes(&self) -> usize {
+        let memories = self.memories.as_ref().map_or(0, |(memories, _)| {
+            memories
+                .iter()
+                .map(|m| m.content.len() + m.tags.iter().map(|t| t.len() + 24).sum::<usize>() + 120)
+                .sum::<usize>()
+                * 2
+        });
+        let summaries =
+            self.working_memory.as_ref().map_or(0, |rows| rows.iter().map(|(text, _)| text.len() + 40).sum::<usize>());
+        let knowledge =
+            self.knowledge.as_ref().map_or(0, |facts| facts.iter().map(|f| f.content.len() + 200).sum::<usize>());
+        let recall = self.recall.as_ref().map_or(0, |part| {
+            part.turns.iter().map(|t| t.text.len() + t.speaker_name.as_ref().map_or(0, String::len) + 96).sum::<usize>()
+                + part.index.approximate_bytes()
+        });
+        1024 + memories + summaries + knowledge + recall
+    }
+
     fn complete(&self) -> bool {
         self.relationship.is_some()
             && self.working_memory.is_some()
@@ -103,7 +123,7 @@ impl Enricher {
                 data
             }
         };
-        let candidates = Candidates::gather(&data, request, now);
+        let candidates = Candidates::gather(&data, request, max_tokens as usize, now);
         let mut placeholders = BTreeMap::new();
         placeholders.insert("reputation".to_owned(), candidates.reputation.clone());
 
@@ -117,7 +137,9 @@ impl Enricher {
             })),
             None => 0,
         };
-        let mut pool = (max_tokens as usize).saturating_sub(frame);
+        // With a persona, one token of slack: the context's first and last tokens may not
+        // merge with the template around them as the empty placeholder did.
+        let mut pool = (max_tokens as usize).saturating_sub(if frame > 0 { frame + 1 } else { 0 });
         loop {
             let (sections, memory_ids) = self.pack(&candidates, &data, pool, now);
             let memory_context = sections.iter().map(|s| s.content.as_str()).collect::<Vec<_>>().join("\n\n");
@@ -163,13 +185,10 @@ impl Enricher {
     ) -> (Vec<ContextSection>, Vec<uuid::Uuid>) {
         // Sections are joined by a blank line: about one token each.
         let pool = pool.saturating_sub(candidates.section_count());
-        let recall_need = match (&data.recall, candidates.recall_ranked.is_empty()) {
-            (Some(recall), false) => {
-                recall::pack(&recall.turns, &candidates.recall_ranked, pool, &[], &self.recall_rules, now)
-                    .map_or(0, |packed| packed.needs)
-            }
-            _ => 0,
-        };
+        let recall_need = data
+            .recall
+            .as_ref()
+            .map_or(0, |recall| recall::estimated_need(&recall.turns, &candidates.recall_ranked).min(pool));
         let needs = [
             ("relationship", candidates.relationship.as_deref().map_or(0, count_tokens)),
             ("working_memory", lines_need(WORKING_MEMORY_HEADER, &candidates.working_memory)),
@@ -315,7 +334,9 @@ struct Candidates {
 const RECALL_CANDIDATES: usize = 400;
 
 impl Candidates {
-    fn gather(data: &PairData, request: &EnrichRequest, now: DateTime<Utc>) -> Self {
+    fn gather(data: &PairData, request: &EnrichRequest, max_tokens: usize, now: DateTime<Utc>) -> Self {
+        // No line takes fewer than ~8 tokens: more lines than this never fit.
+        let most_lines = max_tokens / 8;
         let mut reputation = context::STRANGER.to_owned();
         let mut relationship = None;
         if let Some(part) = &data.relationship {
@@ -340,6 +361,7 @@ impl Candidates {
         let memory = match &data.memories {
             Some((memories, index)) => context::rank_indexed(memories, index, request.message.as_deref(), now)
                 .into_iter()
+                .take(most_lines)
                 .map(|memory| (memory.id, memory_line(memory, now)))
                 .collect(),
             None => Vec::new(),

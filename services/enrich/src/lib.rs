@@ -46,7 +46,16 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     )
     .await?;
     let cache = moka::future::Cache::builder()
-        .max_capacity(config.enrich_cache_capacity)
+        // Weighed in KiB: whichever of the two limits is reached first evicts.
+        .max_capacity(config.enrich_cache_max_mb.saturating_mul(1024))
+        .weigher({
+            let pairs = config.enrich_cache_capacity.max(1);
+            let floor = (config.enrich_cache_max_mb.saturating_mul(1024) / pairs).max(1);
+            move |_pair: &enricher::Pair, data: &Arc<enricher::PairData>| -> u32 {
+                let kib = (data.approximate_bytes() / 1024) as u64;
+                u32::try_from(kib.max(floor)).unwrap_or(u32::MAX)
+            }
+        })
         .expire_after(ContextTtl { ttl: Duration::from_secs(config.enrich_cache_ttl_secs), switches })
         .support_invalidation_closures()
         .build();

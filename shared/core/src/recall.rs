@@ -9,7 +9,7 @@
 //! from well-kept crates (`rust-stemmers`, `stop-words`); only the ranking and packing
 //! rules live here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -64,29 +64,64 @@ pub fn terms(text: &str) -> Vec<String> {
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// An inverted index over one pair's turns, built once when the pair is loaded so that a
 /// request walks only the postings of its own terms.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct TurnIndex {
-    postings: HashMap<String, Vec<(u32, u16)>>,
+    vocabulary: FastMap<String, u32>,
+    /// Per term id: (turn position, occurrences).
+    postings: Vec<Vec<(u32, u16)>>,
     lengths: Vec<u32>,
     average_length: f64,
 }
 
+/// A word no term stands for (a stop word or a single character).
+const NO_TERM: u32 = u32::MAX;
+
+/// The term id of one written word, adding its stem to the vocabulary if new.
+fn term_id(word: &str, vocabulary: &mut FastMap<String, u32>, postings: &mut Vec<Vec<(u32, u16)>>) -> u32 {
+    let Some(term) = terms(word).into_iter().next() else { return NO_TERM };
+    let next = vocabulary.len() as u32;
+    let id = *vocabulary.entry(term).or_insert(next);
+    if id == next {
+        postings.push(Vec::new());
+    }
+    id
+}
+
 impl TurnIndex {
+    /// Builds the index; each distinct written word is analysed once (a pair's turns
+    /// repeat their words, and stemming is most of the cost of a cold load).
     pub fn build(turns: &[Turn]) -> Self {
-        let mut postings: HashMap<String, Vec<(u32, u16)>> = HashMap::new();
+        let mut vocabulary: FastMap<String, u32> = FastMap::default();
+        let mut postings: Vec<Vec<(u32, u16)>> = Vec::new();
+        let mut seen: FastMap<&str, u32> = FastMap::default();
         let mut lengths = Vec::with_capacity(turns.len());
-        for (position, turn) in turns.iter().enumerate() {
-            let mut counts: BTreeMap<String, u16> = BTreeMap::new();
-            let name_terms = turn.speaker_name.as_deref().map(terms).unwrap_or_default();
-            for term in terms(&turn.text).into_iter().chain(name_terms) {
-                let count = counts.entry(term).or_insert(0);
-                *count = count.saturating_add(1);
+        let mut ids: Vec<u32> = Vec::new();
+        for turn in turns {
+            ids.clear();
+            let words = turn.text.split(|c: char| !c.is_alphanumeric());
+            let names = turn.speaker_name.as_deref().unwrap_or_default().split(|c: char| !c.is_alphanumeric());
+            for word in words.chain(names).filter(|word| !word.is_empty()) {
+                let id = match seen.get(word) {
+                    Some(&id) => id,
+                    None => {
+                        let id = term_id(word, &mut vocabulary, &mut postings);
+                        seen.insert(word, id);
+                        id
+                    }
+                };
+                if id != NO_TERM {
+                    ids.push(id);
+                }
             }
-            lengths.push(counts.values().map(|&count| u32::from(count)).sum::<u32>().max(1));
-            for (term, count) in counts {
-                postings.entry(term).or_default().push((position as u32, count));
+            ids.sort_unstable();
+            lengths.push((ids.len() as u32).max(1));
+            let position = lengths.len() as u32 - 1;
+            for run in ids.chunk_by(|a, b| a == b) {
+                postings[run[0] as usize].push((position, u16::try_from(run.len()).unwrap_or(u16::MAX)));
             }
         }
         let average_length = if lengths.is_empty() {
@@ -94,7 +129,7 @@ impl TurnIndex {
         } else {
             lengths.iter().map(|&l| f64::from(l)).sum::<f64>() / lengths.len() as f64
         };
-        Self { postings, lengths, average_length }
+        Self { vocabulary, postings, lengths, average_length }
     }
 
     pub fn len(&self) -> usize {
@@ -105,14 +140,22 @@ impl TurnIndex {
         self.lengths.is_empty()
     }
 
+    /// Bytes the index holds, roughly (for cache weighing).
+    pub fn approximate_bytes(&self) -> usize {
+        self.vocabulary.keys().map(|term| term.len() + 40).sum::<usize>()
+            + self.postings.iter().map(|list| list.len() * 8 + 24).sum::<usize>()
+            + self.lengths.len() * 4
+    }
+
     /// The turns that share a term with `query`, best first, as (position, BM25 score);
     /// equal scores put the later turn first.
     pub fn search(&self, query: &str) -> Vec<(usize, f64)> {
         let query_terms: HashSet<String> = terms(query).into_iter().collect();
-        let mut scores: HashMap<u32, f64> = HashMap::new();
+        let mut scores: FastMap<u32, f64> = FastMap::default();
         let count = self.lengths.len() as f64;
         for term in &query_terms {
-            let Some(postings) = self.postings.get(term) else { continue };
+            let Some(&id) = self.vocabulary.get(term) else { continue };
+            let postings = &self.postings[id as usize];
             let containing = postings.len() as f64;
             let idf = ((count - containing + 0.5) / (containing + 0.5) + 1.0).ln();
             for &(position, frequency) in postings {
@@ -183,15 +226,25 @@ impl Default for PackRules {
     }
 }
 
+/// The shortest line costs about this much (`- you said: "Yes."` and its line break).
+const MIN_LINE_TOKENS: usize = 8;
+/// Hits in a row that did not fit, after which packing stops looking.
+const MAX_MISSES: usize = 16;
+
+/// About the tokens `ranked` would take if every turn were shown, without counting them
+/// (a third of a token per byte, and the line's framing): what recall asks of the budget.
+pub fn estimated_need(turns: &[Turn], ranked: &[usize]) -> usize {
+    let lines: usize =
+        ranked.iter().filter_map(|&position| turns.get(position)).map(|turn| turn.text.len() / 3 + 8).sum();
+    if lines == 0 { 0 } else { lines + RECALL_HEADER.len() / 3 }
+}
+
 /// The packed section: its text, its token count and the turns it shows, chronological.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackedRecall {
     pub content: String,
     pub token_count: usize,
     pub turns: Vec<usize>,
-    /// The budget these turns need by the per-line estimate packing uses (≥ the exact
-    /// count): about what to pass back as the budget to get the same turns.
-    pub needs: usize,
 }
 
 /// A turn's line in the section, without its conversation's heading.
@@ -248,12 +301,16 @@ pub fn pack(
         chosen.push(position);
         true
     };
+    // A hit that does not fit may leave room for a shorter later one, but a full budget
+    // stops the walk: on a warm request the lines considered are most of the cost.
+    let mut misses = 0;
     for (rank, &position) in ranked.iter().enumerate() {
-        if chosen.len() >= rules.max_turns {
+        if chosen.len() >= rules.max_turns || budget.saturating_sub(used) < MIN_LINE_TOKENS || misses >= MAX_MISSES {
             break;
         }
-        // A hit that does not fit may leave room for a shorter later one.
-        consider(position, &mut used, &mut chosen);
+        if !consider(position, &mut used, &mut chosen) {
+            misses += 1;
+        }
         if rank < rules.neighbours_of_top {
             let next = position + 1;
             if turns.get(next).is_some_and(|t| t.conversation_id == turns[position].conversation_id) {
@@ -275,7 +332,7 @@ pub fn pack(
         let content = render(turns, &positions, now);
         let token_count = count_tokens_cached(&content);
         if token_count <= budget {
-            return Some(PackedRecall { content, token_count, turns: positions, needs: used.max(token_count) });
+            return Some(PackedRecall { content, token_count, turns: positions });
         }
         chosen.pop();
     }

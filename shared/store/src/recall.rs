@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::error::StoreResult;
 
-type TranscriptRow = (Uuid, serde_json::Value, DateTime<Utc>, DateTime<Utc>, String, String);
+type TranscriptRow = (Uuid, sqlx::types::Json<Vec<TranscriptMessage>>, DateTime<Utc>, DateTime<Utc>, String, String);
 
 /// Which of a pair's turns to read.
 #[derive(Debug, Clone, Default)]
@@ -55,12 +55,7 @@ pub async fn pair_turns(
     .fetch_all(connection)
     .await?;
     let mut turns = Vec::new();
-    for (conversation_id, transcript, started_at, ended_at, player_name, npc_name) in rows {
-        // The ledger holds only transcripts ingest validated; an unreadable one is skipped.
-        let Ok(messages) = serde_json::from_value::<Vec<TranscriptMessage>>(transcript) else {
-            tracing::warn!(%conversation_id, "unreadable transcript skipped by recall");
-            continue;
-        };
+    for (conversation_id, sqlx::types::Json(messages), started_at, ended_at, player_name, npc_name) in rows {
         let count = messages.len();
         for (index, message) in messages.into_iter().enumerate() {
             let said_at = turn_time(started_at, ended_at, index, count);

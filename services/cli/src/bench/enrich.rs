@@ -1,5 +1,5 @@
 //! `npcmem bench enrich`: request latency (p50/p99/p99.9) and requests/s of a scratch
-//! npcmem-enrich over 1,000 pairs × 200 memories, warm cache at several concurrency
+//! npcmem-enrich over 1,000 pairs × 200 memories and 1,000 verbatim turns, warm cache at several concurrency
 //! levels and at a steady 2,000 requests/s, cold cache, and in the same run the baseline
 //! of a direct SQL read of the same pair's memory rows from this process.
 
@@ -21,6 +21,9 @@ pub struct EnrichBenchArgs {
     pairs: i64,
     #[arg(long, default_value_t = 200)]
     memories_per_pair: i64,
+    /// Verbatim turns per pair in the ledger (conversations of 20 turns), for recall.
+    #[arg(long, default_value_t = 1_000)]
+    turns_per_pair: i64,
     /// Closed-loop concurrency levels of the warm runs.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32,128")]
     concurrency: Vec<usize>,
@@ -85,11 +88,36 @@ async fn measure(
     .bind(&players)
     .execute(pool)
     .await?;
+    // Recall's turns: conversations of 20 varied turns, a day apart, in the ledger.
+    sqlx::query(
+        "INSERT INTO conversations (conversation_id, npc_id, player_id, npc_name, player_name, transcript,
+                                    message_count, state, started_at, ended_at)
+         SELECT gen_random_uuid(), p.npc_id, p.player_id, 'Brom', 'Aria',
+                (SELECT jsonb_agg(jsonb_build_object(
+                     'speaker', CASE WHEN t % 2 = 0 THEN 'player' ELSE 'npc' END,
+                     'text', (ARRAY['I sold', 'You mended', 'We talked about', 'My cousin lost', 'The guard found',
+                                    'I dreamt of', 'You promised me', 'Someone stole'])[1 + (c * 7 + t) % 8]
+                             || ' ' || (c * 20 + t) || ' ' ||
+                             (ARRAY['steel swords', 'silver amulets', 'wolf pelts', 'river fish', 'old maps',
+                                    'copper pots', 'red apples', 'iron nails', 'lost letters', 'oak barrels'])[1 + (c + t * 3) % 10]
+                             || ' near the ' ||
+                             (ARRAY['mill', 'tavern', 'north gate', 'forge', 'temple', 'docks'])[1 + (c * 3 + t) % 6]
+                             || '.') ORDER BY t)
+                 FROM generate_series(0, 19) AS t),
+                20, 'complete', now() - (c + 1) * interval '1 day', now() - (c + 1) * interval '1 day' + interval '10 min'
+         FROM unnest($1::uuid[], $2::uuid[]) AS p(npc_id, player_id), generate_series(0, $3 - 1) AS c",
+    )
+    .bind(&npcs)
+    .bind(&players)
+    .bind(args.turns_per_pair / 20)
+    .execute(pool)
+    .await?;
     sqlx::query("VACUUM ANALYZE").execute(pool).await?;
     println!(
-        "seeded {} pairs × {} memories in {:.1} s",
+        "seeded {} pairs × {} memories and {} turns in {:.1} s",
         args.pairs,
         args.memories_per_pair,
+        args.turns_per_pair / 20 * 20,
         started.elapsed().as_secs_f64()
     );
     let spec = ProcessSpec {
@@ -142,7 +170,7 @@ async fn measure(
         let (paced, achieved) = paced(nats, &subject, &payloads, args.paced_rate, args.seconds).await?;
         print_run(&format!("enrich, warm cache, paced at {} requests/s", args.paced_rate), &paced, achieved);
         let (sql, sql_rate) = sql_baseline(pool, &pairs, 8, args.seconds).await?;
-        print_run("baseline: direct SQL read of the pair's memory rows, 8 concurrent", &sql, sql_rate);
+        print_run("baseline: direct SQL read of the pair's memory rows and transcripts, 8 concurrent", &sql, sql_rate);
         if let Some(start) = rss_at_start {
             println!("npcmem-enrich RSS after its first request: {:.1} MB", start as f64 / 1024.0);
         }
@@ -302,7 +330,14 @@ async fn sql_baseline(
                 .bind(player_id)
                 .fetch_all(&pool)
                 .await?;
-                std::hint::black_box(rows);
+                let transcripts: Vec<(serde_json::Value,)> = sqlx::query_as(
+                    "SELECT transcript FROM conversations WHERE npc_id = $1 AND player_id = $2 ORDER BY ended_at",
+                )
+                .bind(npc_id)
+                .bind(player_id)
+                .fetch_all(&pool)
+                .await?;
+                std::hint::black_box((rows, transcripts));
                 h.record((begun.elapsed().as_micros() as u64).max(1))?;
             }
             anyhow::Ok(h)

@@ -7,6 +7,7 @@ mod gossip;
 mod ingest;
 mod load;
 mod pipeline;
+mod recall;
 mod relate;
 mod rss;
 mod scratch;
@@ -34,11 +35,14 @@ pub enum Scenario {
     /// 200,000), on a scratch database.
     Decay(decay::DecayBenchArgs),
     /// Enrich latency and requests/s (warm and cold cache) over 1,000 pairs × 200
-    /// memories, beside a direct SQL read of the same rows.
+    /// memories and 1,000 verbatim turns, beside a direct SQL read of the same rows.
     Enrich(enrich::EnrichBenchArgs),
     /// Gossip tick duration and exchanges/s over 100,000 NPCs in 10,000 rooms, and the
     /// pair-queue rebuild after 1,000 moves.
     Gossip(gossip::GossipBenchArgs),
+    /// Evidence recall of enrich's context on real multi-session human chats, beside plain
+    /// BM25 over the raw turns and the most recent turns, at the same token budgets.
+    Recall(recall::RecallBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
@@ -49,6 +53,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Decay(args) => decay::run(common, args).await,
         Scenario::Enrich(args) => enrich::run(common, args).await,
         Scenario::Gossip(args) => gossip::run(common, args).await,
+        Scenario::Recall(args) => recall::run(common, args).await,
     }
 }
 
