@@ -10,8 +10,11 @@
 pub mod anthropic;
 pub mod breaker;
 pub mod client;
+pub mod embed;
 #[cfg(feature = "mock")]
 pub mod mock;
+#[cfg(feature = "minilm")]
+pub mod minilm;
 pub mod openai;
 pub mod provider;
 pub mod retry;
@@ -20,6 +23,7 @@ mod transport;
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient, AnthropicConfig, DEFAULT_ANTHROPIC_BASE_URL};
 pub use breaker::{BreakerMetrics, BreakerSettings, BreakerState, CircuitBreaker};
 pub use client::LlmClient;
+pub use embed::{Embedder, HttpEmbedder};
 pub use npcmem_core::extraction::prompt::{ChatMessage, ChatRole};
 pub use openai::{DEFAULT_OPENAI_BASE_URL, OpenAiClient, OpenAiConfig};
 pub use provider::{
