@@ -13,6 +13,7 @@ mod ingest_faults;
 mod nats_permissions;
 mod outbox_relay;
 mod recall;
+mod recall_embed;
 mod relate;
 mod service_http;
 mod store_queries;

@@ -19,6 +19,7 @@ mod factions;
 mod inspect;
 mod memory_admin;
 mod privacy;
+mod recall;
 mod sample;
 mod stats;
 mod switches;
@@ -145,6 +146,11 @@ enum Command {
         #[command(subcommand)]
         action: factions::FactionsCommand,
     },
+    /// Recall's vectors: embed history with the configured embedder.
+    Recall {
+        #[command(subcommand)]
+        action: recall::RecallCommand,
+    },
     /// Runtime switches (degraded mode, gossip, consolidation): list or set.
     Switch {
         #[command(subcommand)]
@@ -196,6 +202,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Factions { action } => factions::run(&context, action, out).await,
         Command::Consolidate { action } => consolidate::run(&context, action, out).await,
         Command::Switch { action } => switches::run(&context, action, out).await,
+        Command::Recall { action } => recall::run(&context, action, out).await,
         Command::Bench { scenario } => {
             bench::run(&context.common, scenario).await.map_err(|error| CliError::Failed(format!("{error:#}")))
         }

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use npcmem_core::context::BudgetManager;
+use npcmem_service::embed::EmbedArgs;
 use npcmem_service::{CommonConfig, ServiceError};
 
 /// npcmem-enrich: prompt context for an NPC's next line, and the query API.
@@ -36,6 +37,8 @@ pub struct EnrichConfig {
     /// How often access counts of memories that went into prompts are written back.
     #[arg(long, env = "NPCMEM_ENRICH_ACCESS_FLUSH_MS", default_value_t = 5_000)]
     pub enrich_access_flush_ms: u64,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// Turns kept per pair by default (see docs/operations.md for the bytes per turn).
@@ -52,6 +55,7 @@ impl EnrichConfig {
 
     pub fn validate(&self) -> Result<(), ServiceError> {
         self.budgets()?;
+        self.embed.validate()?;
         if !MAX_TOKENS_RANGE.contains(&self.enrich_default_max_tokens) {
             return Err(ServiceError::Config("NPCMEM_ENRICH_DEFAULT_MAX_TOKENS must be 64..=32768".into()));
         }

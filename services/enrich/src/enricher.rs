@@ -12,10 +12,11 @@ use chrono::{DateTime, Utc};
 use npcmem_core::context::{
     self, BudgetManager, ContextMemory, MEMORY_HEADER, format_age, memory_line, mood_description, relationship_summary,
 };
-use npcmem_core::recall::{self, PackRules, Turn, TurnIndex};
+use npcmem_core::recall::{self, PackRules, Turn, TurnIndex, TurnVectors};
 use npcmem_core::relationship::{Relationship, Stage};
 use npcmem_core::tokens::count_tokens_cached as count_tokens;
 use npcmem_core::wire::{ContextSection, EnrichReply, EnrichRequest};
+use npcmem_llm::Embedder;
 use npcmem_store::context::{self as reads, Fact};
 use npcmem_store::recall::TurnFilter;
 use npcmem_store::{PgPool, StoreError, relationships, working_memory};
@@ -37,11 +38,90 @@ pub struct PairData {
     pub recall: Option<RecallPart>,
 }
 
-/// The pair's verbatim turns (oldest first) and their index.
+/// The pair's verbatim turns (oldest first), their index, and their vectors of the
+/// configured embedding model (None without an embedder).
 #[derive(Debug, Clone, Default)]
 pub struct RecallPart {
     pub turns: Vec<Turn>,
     pub index: TurnIndex,
+    pub vectors: Option<TurnVectors>,
+}
+
+/// The embedder that turns a request's message into a query vector, and how long it may take.
+#[derive(Debug, Clone)]
+pub struct QueryEmbedder {
+    pub embedder: Embedder,
+    pub timeout: Duration,
+}
+
+impl QueryEmbedder {
+    /// `text`'s vector, or None (the reason pushed to `degraded`) when the embedder
+    /// fails or is slower than its timeout: recall is then lexical.
+    pub async fn embed(
+        &self,
+        text: &str,
+        degraded: &mut Vec<String>,
+        metrics: Option<&EnrichMetrics>,
+    ) -> Option<Vec<f32>> {
+        let reason = match tokio::time::timeout(self.timeout, self.embedder.embed(&[text.to_owned()])).await {
+            Ok(Ok(mut vectors)) => return vectors.pop(),
+            Ok(Err(error)) => error.to_string(),
+            Err(_elapsed) => format!("no answer within {} ms", self.timeout.as_millis()),
+        };
+        tracing::debug!(%reason, "query embedding failed; recall is lexical");
+        if let Some(metrics) = metrics {
+            metrics.degraded(EMBEDDER);
+        }
+        degraded.push(EMBEDDER.to_owned());
+        None
+    }
+}
+
+/// How `degraded` names a query embedding that failed or timed out.
+pub const EMBEDDER: &str = "embedder";
+
+/// Reads the pair's turns (and, with `model`, their vectors) and indexes them off the
+/// runtime's threads (indexing a thousand turns takes a few milliseconds).
+pub async fn load_recall(
+    pool: &PgPool,
+    pair: Pair,
+    max_turns: i64,
+    filter: &TurnFilter,
+    model: Option<&str>,
+) -> Result<RecallPart, StoreError> {
+    let mut connection = pool.acquire().await?;
+    let turns = npcmem_store::recall::pair_turns(&mut connection, pair.0, pair.1, max_turns, filter).await?;
+    let stored = match model {
+        Some(model) => {
+            let mut ids: Vec<uuid::Uuid> = turns.iter().map(|turn| turn.conversation_id).collect();
+            ids.dedup();
+            Some(npcmem_store::recall::conversation_vectors(&mut connection, model, &ids).await?)
+        }
+        None => None,
+    };
+    drop(connection);
+    tokio::task::spawn_blocking(move || {
+        let vectors = stored.map(|stored| {
+            let dims = stored.values().map(|(dims, _)| *dims).max().unwrap_or(0);
+            let mut vectors = TurnVectors::new(dims);
+            for turn in &turns {
+                let vector = stored.get(&turn.conversation_id).and_then(|(width, values)| {
+                    let start = turn.turn as usize * width;
+                    values.get(start..start + width)
+                });
+                vectors.push(vector);
+            }
+            vectors
+        });
+        let index = TurnIndex::build(&turns);
+        RecallPart { turns, index, vectors }
+    })
+    .await
+    .map_err(|error| match error.try_into_panic() {
+        Ok(panic) => std::panic::resume_unwind(panic),
+        // Cancelled: the runtime is shutting down.
+        Err(_) => StoreError::Unavailable(sqlx::Error::WorkerCrashed),
+    })
 }
 
 #[derive(Debug, Clone, Default)]
@@ -67,6 +147,7 @@ impl PairData {
         let recall = self.recall.as_ref().map_or(0, |part| {
             part.turns.iter().map(|t| t.text.len() + t.speaker_name.as_ref().map_or(0, String::len) + 96).sum::<usize>()
                 + part.index.approximate_bytes()
+                + part.vectors.as_ref().map_or(0, TurnVectors::approximate_bytes)
         });
         1024 + memories + summaries + knowledge + recall
     }
@@ -92,6 +173,7 @@ pub struct Enricher {
     /// The newest turns of a pair that recall reads, at most.
     pub recall_max_turns: i64,
     pub recall_rules: PackRules,
+    pub embedder: Option<QueryEmbedder>,
 }
 
 /// A request the enricher cannot answer as asked.
@@ -123,7 +205,15 @@ impl Enricher {
                 data
             }
         };
-        let candidates = Candidates::gather(&data, request, max_tokens as usize, now);
+        let query_vector = match (&self.embedder, &data.recall, request.message.as_deref()) {
+            (Some(embedder), Some(recall), Some(message))
+                if recall.vectors.as_ref().is_some_and(TurnVectors::any) && !message.trim().is_empty() =>
+            {
+                embedder.embed(message, &mut degraded, Some(&self.metrics)).await
+            }
+            _ => None,
+        };
+        let candidates = Candidates::gather(&data, request, max_tokens as usize, now, query_vector.as_deref());
         let mut placeholders = BTreeMap::new();
         placeholders.insert("reputation".to_owned(), candidates.reputation.clone());
 
@@ -270,24 +360,9 @@ impl Enricher {
             reads::mood(&mut connection, npc_id, now).await
         };
         let max_turns = self.recall_max_turns;
-        let recall = async {
-            let mut connection = pool.acquire().await?;
-            let turns =
-                npcmem_store::recall::pair_turns(&mut connection, npc_id, player_id, max_turns, &TurnFilter::default())
-                    .await?;
-            // Indexing a thousand turns takes a few milliseconds: off the runtime's threads.
-            let part = tokio::task::spawn_blocking(move || {
-                let index = TurnIndex::build(&turns);
-                RecallPart { turns, index }
-            })
-            .await
-            .map_err(|error| match error.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                // Cancelled: the runtime is shutting down.
-                Err(_) => StoreError::Unavailable(sqlx::Error::WorkerCrashed),
-            })?;
-            Ok::<_, StoreError>(part)
-        };
+        let model = self.embedder.as_ref().map(|embedder| embedder.embedder.model());
+        let all_turns = TurnFilter::default();
+        let recall = load_recall(pool, pair, max_turns, &all_turns, model);
         let timeout = self.timeout;
         let (relationship, summaries, memories, knowledge, mood, recall) = tokio::join!(
             bounded(timeout, relationship),
@@ -334,7 +409,13 @@ struct Candidates {
 const RECALL_CANDIDATES: usize = 400;
 
 impl Candidates {
-    fn gather(data: &PairData, request: &EnrichRequest, max_tokens: usize, now: DateTime<Utc>) -> Self {
+    fn gather(
+        data: &PairData,
+        request: &EnrichRequest,
+        max_tokens: usize,
+        now: DateTime<Utc>,
+        query_vector: Option<&[f32]>,
+    ) -> Self {
         // No line takes fewer than ~8 tokens: more lines than this never fit.
         let most_lines = max_tokens / 8;
         let mut reputation = context::STRANGER.to_owned();
@@ -368,7 +449,17 @@ impl Candidates {
         };
         let recall_ranked = match (&data.recall, request.message.as_deref()) {
             (Some(recall), Some(message)) => {
-                recall.index.search(message).into_iter().take(RECALL_CANDIDATES).map(|(position, _)| position).collect()
+                let lexical: Vec<usize> = recall
+                    .index
+                    .search(message)
+                    .into_iter()
+                    .take(RECALL_CANDIDATES)
+                    .map(|(position, _)| position)
+                    .collect();
+                let dense = query_vector
+                    .zip(recall.vectors.as_ref())
+                    .map(|(query, vectors)| recall::dense_ranking(query, vectors, RECALL_CANDIDATES));
+                recall::hybrid_ranking(&lexical, dense.as_deref(), RECALL_CANDIDATES)
             }
             _ => Vec::new(),
         };

@@ -38,6 +38,10 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "enrich", &mut registry).await?;
     let metrics = metrics::EnrichMetrics::register(&mut registry);
+    let embedder = config.embed.embedder()?;
+    if let Some(embedder) = &embedder {
+        info!(model = embedder.model(), "recall's dense ranking on");
+    }
     let switches = npcmem_service::switches::follow(
         context.pool.clone(),
         &context.nats,
@@ -70,6 +74,7 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         accessed,
         recall_max_turns: config.recall_max_turns_per_pair,
         recall_rules: npcmem_core::recall::PackRules::default(),
+        embedder: embedder.map(|embedder| enricher::QueryEmbedder { embedder, timeout: config.embed.query_timeout() }),
     });
     let handlers = Arc::new(server::Handlers { enricher, pool: context.pool.clone(), rules: RelateRules::default() });
     let topology = context.topology.clone();

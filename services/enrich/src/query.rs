@@ -4,13 +4,15 @@
 
 use chrono::{DateTime, Utc};
 use npcmem_core::memory::MemoryType;
-use npcmem_core::recall::TurnIndex;
+use npcmem_core::recall::{self, TurnVectors};
+
+use crate::enricher::{QueryEmbedder, load_recall};
 use npcmem_core::relationship::{Dimension, RelateRules, Relationship, faction_modifier};
 use npcmem_core::wire::schema_v1;
 use npcmem_core::wire::{ErrorReply, Speaker};
 use npcmem_store::context::{self as reads, Fact, MemoryFilter};
 use npcmem_store::factions::{self, Side};
-use npcmem_store::recall::{self as turns, TurnFilter};
+use npcmem_store::recall::TurnFilter;
 use npcmem_store::{PgPool, StoreError, relationships};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -205,6 +207,8 @@ pub struct RecallAnswer {
     /// Turns that matched (before the limit).
     pub count: usize,
     pub turns: Vec<RecalledTurn>,
+    /// `embedder` when the question could not be embedded: the ranking is lexical only.
+    pub degraded: Vec<String>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -236,21 +240,45 @@ impl RecallQuery {
     }
 }
 
-/// One pair's turns matching the filters, ranked by relevance to `text` (or newest first).
-pub async fn recall(pool: &PgPool, max_turns: i64, query: &RecallQuery) -> Result<RecallAnswer, StoreError> {
-    let mut connection = pool.acquire().await?;
+/// One pair's turns matching the filters, ranked by relevance to `text` (or newest first):
+/// lexical, fused with dense similarity when an embedder is configured. Scores are
+/// BM25 without an embedder and reciprocal-rank fusion scores with one.
+pub async fn recall(
+    pool: &PgPool,
+    max_turns: i64,
+    embedder: Option<&QueryEmbedder>,
+    query: &RecallQuery,
+) -> Result<RecallAnswer, StoreError> {
     let filter = TurnFilter { from: query.from, to: query.to, speaker: query.speaker };
-    let found = turns::pair_turns(&mut connection, query.npc_id, query.player_id, max_turns, &filter).await?;
-    drop(connection);
-    let limit = query.limit.unwrap_or(20).clamp(1, 200) as usize;
     let text = query.text.clone().filter(|text| !text.trim().is_empty());
+    let model = embedder.filter(|_| text.is_some()).map(|embedder| embedder.embedder.model());
+    let part = load_recall(pool, (query.npc_id, query.player_id), max_turns, &filter, model).await?;
+    let mut degraded = Vec::new();
+    let query_vector = match (embedder, &text) {
+        (Some(embedder), Some(text)) if part.vectors.as_ref().is_some_and(TurnVectors::any) => {
+            embedder.embed(text, &mut degraded, None).await
+        }
+        _ => None,
+    };
+    let limit = query.limit.unwrap_or(20).clamp(1, 200) as usize;
     let answer = tokio::task::spawn_blocking(move || {
+        let found = &part.turns;
         let ranked: Vec<(usize, Option<f64>)> = match &text {
-            Some(text) => TurnIndex::build(&found)
-                .search(text)
-                .into_iter()
-                .map(|(position, score)| (position, Some((score * 1000.0).round() / 1000.0)))
-                .collect(),
+            Some(text) => {
+                let lexical = part.index.search(text);
+                let dense = query_vector
+                    .as_deref()
+                    .zip(part.vectors.as_ref())
+                    .map(|(query, vectors)| recall::dense_ranking(query, vectors, found.len()));
+                let ranked: Vec<(usize, f64)> = match dense {
+                    Some(dense) => {
+                        let positions: Vec<usize> = lexical.iter().map(|(position, _)| *position).collect();
+                        recall::fuse(&[&positions, &dense], 60.0)
+                    }
+                    None => lexical,
+                };
+                ranked.into_iter().map(|(position, score)| (position, Some((score * 1e6).round() / 1e6))).collect()
+            }
             None => (0..found.len()).rev().map(|position| (position, None)).collect(),
         };
         let count = ranked.len();
@@ -269,7 +297,7 @@ pub async fn recall(pool: &PgPool, max_turns: i64, query: &RecallQuery) -> Resul
                 }
             })
             .collect();
-        RecallAnswer { count, turns }
+        RecallAnswer { count, turns, degraded }
     })
     .await
     .map_err(|error| match error.try_into_panic() {

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use npcmem_bus::ConsumerSettings;
+use npcmem_service::embed::EmbedArgs;
 use npcmem_service::llm::{LlmArgs, LlmProvider};
 use npcmem_service::{CommonConfig, ServiceError};
 
@@ -19,6 +20,8 @@ pub struct ExtractConfig {
     pub extract_in_flight: usize,
     #[command(flatten)]
     pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// DESIGN §6 budgets; the defaults and why they differ from the seed's are explained there.
@@ -48,6 +51,7 @@ impl ExtractConfig {
     pub fn validate(&self) -> Result<(), ServiceError> {
         let invalid = |message: String| Err(ServiceError::Config(message));
         self.llm.validate()?;
+        self.embed.validate()?;
         if !(1..=1024).contains(&self.extract_in_flight) {
             return invalid("NPCMEM_EXTRACT_IN_FLIGHT must be 1..=1024".into());
         }

@@ -43,6 +43,10 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
     let needed = settings.concurrency as u32 + 4;
     config.common.database_max_connections = config.common.database_max_connections.max(needed);
     let client = config.llm.client()?;
+    let embedder = config.embed.embedder()?;
+    if let Some(embedder) = &embedder {
+        info!(model = embedder.model(), "recall embedding on");
+    }
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "extract", &mut registry).await?;
     let metrics = metrics::ExtractMetrics::register(&mut registry);
@@ -73,7 +77,8 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
         metrics,
         llm.clone(),
         spec.ack_wait,
-    );
+    )
+    .with_embedder(embedder.map(|embedder| (embedder, config.embed.embed_batch)));
     let jobs = ConsumerLoop {
         js: context.js.clone(),
         topology: topology.clone(),

@@ -14,6 +14,8 @@ pub struct ExtractMetrics {
     memories_evicted: Counter,
     fallbacks: Family<Labels, Counter>,
     llm_tokens: Counter,
+    turns_embedded: Counter,
+    embed_failures: Counter,
 }
 
 impl ExtractMetrics {
@@ -41,7 +43,25 @@ impl ExtractMetrics {
             "Tokens charged to the budgets for LLM extraction calls",
             metrics.llm_tokens.clone(),
         );
+        registry.register(
+            "npcmem_recall_turns_embedded",
+            "Turns given vectors for recall's dense ranking",
+            metrics.turns_embedded.clone(),
+        );
+        registry.register(
+            "npcmem_recall_embed_failures",
+            "Batches whose embedding failed (recall stays lexical for them until `npcmem recall backfill`)",
+            metrics.embed_failures.clone(),
+        );
         metrics
+    }
+
+    pub fn embedded(&self, turns: usize) {
+        self.turns_embedded.inc_by(turns as u64);
+    }
+
+    pub fn embed_failed(&self) {
+        self.embed_failures.inc();
     }
 
     pub fn fallback(&self, reason: &str) {

@@ -187,19 +187,71 @@ pub fn fuse(rankings: &[&[usize]], k: f64) -> Vec<(usize, f64)> {
     fused
 }
 
+/// Sentence vectors aligned with a pair's turns; a turn embedded by no one has none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnVectors {
+    dims: usize,
+    values: Vec<f32>,
+    present: Vec<bool>,
+}
+
+impl TurnVectors {
+    pub fn new(dims: usize) -> Self {
+        Self { dims, values: Vec::new(), present: Vec::new() }
+    }
+
+    /// Appends the next turn's vector; one of another length counts as none.
+    pub fn push(&mut self, vector: Option<&[f32]>) {
+        match vector.filter(|vector| vector.len() == self.dims && self.dims > 0) {
+            Some(vector) => {
+                self.values.extend_from_slice(vector);
+                self.present.push(true);
+            }
+            None => {
+                self.values.extend(std::iter::repeat_n(0.0, self.dims));
+                self.present.push(false);
+            }
+        }
+    }
+
+    pub fn get(&self, position: usize) -> Option<&[f32]> {
+        let start = position * self.dims;
+        self.present.get(position).filter(|present| **present).map(|_| &self.values[start..start + self.dims])
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn len(&self) -> usize {
+        self.present.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.present.is_empty()
+    }
+
+    /// Whether any turn has a vector.
+    pub fn any(&self) -> bool {
+        self.present.iter().any(|present| *present)
+    }
+
+    pub fn approximate_bytes(&self) -> usize {
+        self.values.len() * 4 + self.present.len()
+    }
+}
+
 /// Positions of the `limit` turns most similar to `query_vector` (cosine), best first;
 /// turns without a vector are skipped.
-pub fn dense_ranking(query_vector: &[f32], vectors: &[Option<Vec<f32>>], limit: usize) -> Vec<usize> {
+pub fn dense_ranking(query_vector: &[f32], vectors: &TurnVectors, limit: usize) -> Vec<usize> {
     let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
     let query_norm = norm(query_vector);
-    if query_norm == 0.0 {
+    if query_norm == 0.0 || query_vector.len() != vectors.dims() {
         return Vec::new();
     }
-    let mut scored: Vec<(usize, f32)> = vectors
-        .iter()
-        .enumerate()
-        .filter_map(|(position, vector)| {
-            let vector = vector.as_ref().filter(|v| v.len() == query_vector.len())?;
+    let mut scored: Vec<(usize, f32)> = (0..vectors.len())
+        .filter_map(|position| {
+            let vector = vectors.get(position)?;
             let dot: f32 = vector.iter().zip(query_vector).map(|(a, b)| a * b).sum();
             let vector_norm = norm(vector);
             (vector_norm > 0.0).then(|| (position, dot / (vector_norm * query_norm)))
@@ -207,6 +259,16 @@ pub fn dense_ranking(query_vector: &[f32], vectors: &[Option<Vec<f32>>], limit: 
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     scored.into_iter().take(limit).map(|(position, _)| position).collect()
+}
+
+/// The ranking recall packs from: lexical alone, or fused with the dense ranking.
+pub fn hybrid_ranking(lexical: &[usize], dense: Option<&[usize]>, limit: usize) -> Vec<usize> {
+    match dense {
+        Some(dense) if !dense.is_empty() => {
+            fuse(&[lexical, dense], 60.0).into_iter().take(limit).map(|(position, _)| position).collect()
+        }
+        _ => lexical.iter().copied().take(limit).collect(),
+    }
 }
 
 pub const RECALL_HEADER: &str = "What you and this player said before:";

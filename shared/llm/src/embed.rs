@@ -95,10 +95,11 @@ impl HttpEmbedder {
                 None => request,
             }
         };
-        let retried = crate::retry::run(&self.connection.retry, self.connection.timeout, "embeddings", &Ungated, || {
-            transport::attempt(request(), parse_embeddings, |_| None)
-        })
-        .await;
+        let retried =
+            crate::retry::run(&self.connection.retry, self.connection.timeout, "embeddings", &Ungated, || {
+                transport::attempt(request(), parse_embeddings, |_| None)
+            })
+            .await;
         retried.result
     }
 }

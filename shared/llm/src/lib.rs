@@ -11,10 +11,10 @@ pub mod anthropic;
 pub mod breaker;
 pub mod client;
 pub mod embed;
-#[cfg(feature = "mock")]
-pub mod mock;
 #[cfg(feature = "minilm")]
 pub mod minilm;
+#[cfg(feature = "mock")]
+pub mod mock;
 pub mod openai;
 pub mod provider;
 pub mod retry;

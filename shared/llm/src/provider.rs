@@ -157,6 +157,9 @@ pub enum LlmConfigError {
     MissingModel,
     #[error("cannot build the http client: {0}")]
     HttpClient(String),
+    /// The in-process model's files are missing or unusable (`minilm` feature).
+    #[error("cannot load the local embedding model: {0}")]
+    LocalModel(String),
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod context;
+pub mod embed;
 pub mod error;
 pub mod health;
 pub mod http;

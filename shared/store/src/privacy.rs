@@ -132,6 +132,7 @@ pub async fn forget_player(
     const DELETES: &[(&str, &str)] = &[
         ("working_memory", "DELETE FROM working_memory WHERE player_id = $1"),
         ("memories", "DELETE FROM memories WHERE player_id = $1"),
+        ("conversation_embeddings", "DELETE FROM conversation_embeddings WHERE player_id = $1"),
         ("memory_audit", "DELETE FROM memory_audit WHERE player_id = $1"),
         ("relationships", "DELETE FROM relationships WHERE player_id = $1"),
         ("applied_conversations", "DELETE FROM applied_conversations WHERE player_id = $1"),

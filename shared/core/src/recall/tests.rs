@@ -93,10 +93,26 @@ fn fusion_rewards_agreement_between_rankings() {
 
 #[test]
 fn dense_ranking_orders_by_cosine_and_skips_missing_vectors() {
-    let vectors = vec![Some(vec![1.0, 0.0]), None, Some(vec![0.6, 0.8]), Some(vec![0.0, 1.0, 0.0])];
+    let mut vectors = TurnVectors::new(2);
+    for vector in [Some(&[1.0, 0.0][..]), None, Some(&[0.6, 0.8]), Some(&[0.0, 1.0, 0.0])] {
+        vectors.push(vector);
+    }
+    assert_eq!(vectors.len(), 4);
+    assert_eq!(vectors.get(3), None, "a vector of another length counts as none");
     assert_eq!(dense_ranking(&[0.0, 1.0], &vectors, 10), vec![2, 0]);
     assert_eq!(dense_ranking(&[0.0, 1.0], &vectors, 1), vec![2]);
     assert!(dense_ranking(&[0.0, 0.0], &vectors, 10).is_empty());
+    assert!(dense_ranking(&[0.0, 1.0, 0.0], &vectors, 10).is_empty(), "a query of another model ranks nothing");
+}
+
+#[test]
+fn hybrid_ranking_is_lexical_without_dense_and_fused_with_it() {
+    assert_eq!(hybrid_ranking(&[3, 1, 2], None, 2), vec![3, 1]);
+    assert_eq!(hybrid_ranking(&[3, 1, 2], Some(&[]), 10), vec![3, 1, 2]);
+    let fused = hybrid_ranking(&[3, 1, 2], Some(&[1, 4, 3]), 10);
+    assert_eq!(fused.len(), 4);
+    assert_eq!(fused[0], 1, "high in both rankings");
+    assert!(fused.contains(&4), "found by meaning alone");
 }
 
 #[test]
