@@ -66,35 +66,40 @@ fn similar_sentences_are_closer() {
     assert!(bread > horse, "food~bread {bread} should exceed food~horse {horse}");
 }
 
+// References: the first five components from sentence-transformers 5.x on torch 2.15
+// (CPU), as `SentenceTransformer(<fetched dir>).encode([text], normalize_embeddings=True)`;
+// a float64 numpy re-implementation of the BERT forward gave the same digits.
+
 #[test]
 fn matches_sentence_transformers() {
-    // References from sentence-transformers 5.x on torch 2.15 (CPU), as
-    // `SentenceTransformer(<fetched dir>).encode([...], normalize_embeddings=True)[:, :5]`;
-    // a float64 numpy re-implementation of the BERT forward gave the same digits.
-    // The long text checks truncation at 256 tokens (the tokenizer.json in the model
-    // directory says 128); batching it with short ones checks that padding does not leak.
-    let vectors = embed(&["A man is eating food.", &long_text(), ""]);
+    let vectors = embed(&["A man is eating food."]);
     assert_unit_vectors(&vectors);
     assert_starts_with(&vectors[0], &[0.033242, 0.004406, -0.006277, 0.048379, -0.138702]);
-    assert_starts_with(&vectors[1], &[0.062278, -0.057863, 0.072326, -0.005959, -0.045387]);
-    assert_starts_with(&vectors[2], &[-0.118838, 0.048299, -0.002548, -0.011011, 0.051951]);
 }
 
 #[test]
 fn empty_and_overlong_texts_embed() {
-    let vectors = embed(&["", &long_text()]);
-    assert_eq!(vectors.len(), 2);
-    assert_unit_vectors(&vectors);
+    // Apart, not in one batch: the empty text padded to 256 tokens would double the cost
+    // of an unoptimised test build for nothing the batching test does not cover.
+    let empty = embed(&[""]);
+    let long = embed(&[&long_text()]);
+    assert_unit_vectors(&empty);
+    assert_unit_vectors(&long);
+    assert_starts_with(&empty[0], &[-0.118838, 0.048299, -0.002548, -0.011011, 0.051951]);
+    // Matching here means the text was cut at 256 tokens, as sentence-transformers cuts it
+    // (the tokenizer.json in the model directory says 128).
+    assert_starts_with(&long[0], &[0.062278, -0.057863, 0.072326, -0.005959, -0.045387]);
     assert!(model().embed(&[]).unwrap().is_empty());
 }
 
 #[test]
 fn order_and_batching_do_not_change_vectors() {
-    // More texts than one internal batch, of mixed lengths, so sorting and padding show.
+    // One more text than an internal batch holds, of mixed lengths, so sorting, splitting
+    // and padding all happen; short ones keep the unoptimised test build quick.
     let texts: Vec<String> =
-        (0..70).map(|index| format!("Sentence number {index}{}", " and more words".repeat(index % 9))).collect();
+        (0..33).map(|index| format!("Sentence number {index}{}", " and more".repeat(index % 5))).collect();
     let together = model().embed(&texts).unwrap();
-    for index in [0, 31, 32, 69] {
+    for index in [0, 4, 31, 32] {
         let alone = model().embed(&texts[index..=index]).unwrap();
         assert!(dot(&together[index], &alone[0]) > 0.9999, "text {index} differs when batched");
     }
