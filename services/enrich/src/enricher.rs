@@ -1,51 +1,24 @@
-//! Builds the reply to one enrich request: the pair's data from the cache or, on a miss,
-//! from Postgres with every provider's load under its own timeout; then the sections
+//! Builds the reply to one enrich request: the pair's data from the loader (the cache,
+//! or Postgres with every part under the provider timeout); then the sections
 //! within their token budgets, `{reputation}`, `{memory_context}` and the rendered
 //! system prompt, never more than `max_tokens` by the cl100k_base tokenizer.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use npcmem_core::context::{
-    self, BudgetManager, ContextMemory, MEMORY_HEADER, format_age, memory_line, mood_description, relationship_summary,
+    self, BudgetManager, MEMORY_HEADER, format_age, memory_line, mood_description, relationship_summary,
 };
-use npcmem_core::recall::{self, PackRules, Turn, TurnIndex, TurnVectors};
-use npcmem_core::relationship::{Relationship, Stage};
+use npcmem_core::recall::{self, PackRules, TurnVectors};
+use npcmem_core::relationship::Stage;
 use npcmem_core::tokens::count_tokens_cached as count_tokens;
 use npcmem_core::wire::{ContextSection, EnrichReply, EnrichRequest};
 use npcmem_llm::Embedder;
-use npcmem_store::context::{self as reads, Fact};
-use npcmem_store::recall::TurnFilter;
-use npcmem_store::{PgPool, StoreError, relationships, working_memory};
 use tokio::sync::mpsc;
 
+use crate::loader::{Loader, PairData};
 use crate::metrics::EnrichMetrics;
-
-pub type Pair = (uuid::Uuid, uuid::Uuid);
-
-/// What one pair's context is built from; each part is None when its load failed or
-/// timed out (the entry is then not cached).
-#[derive(Debug, Clone, Default)]
-pub struct PairData {
-    pub relationship: Option<RelationshipPart>,
-    pub working_memory: Option<Vec<(String, DateTime<Utc>)>>,
-    pub memories: Option<(Vec<ContextMemory>, context::RelevanceIndex)>,
-    pub knowledge: Option<Vec<Fact>>,
-    pub mood: Option<Option<reads::CurrentMood>>,
-    pub recall: Option<RecallPart>,
-}
-
-/// The pair's verbatim turns (oldest first), their index, and their vectors of the
-/// configured embedding model (None without an embedder).
-#[derive(Debug, Clone, Default)]
-pub struct RecallPart {
-    pub turns: Vec<Turn>,
-    pub index: TurnIndex,
-    pub vectors: Option<TurnVectors>,
-}
 
 /// The embedder that turns a request's message into a query vector, and how long it may take.
 #[derive(Debug, Clone)]
@@ -80,98 +53,12 @@ impl QueryEmbedder {
 /// How `degraded` names a query embedding that failed or timed out.
 pub const EMBEDDER: &str = "embedder";
 
-/// Reads the pair's turns (and, with `model`, their vectors) and indexes them off the
-/// runtime's threads (indexing a thousand turns takes a few milliseconds).
-pub async fn load_recall(
-    pool: &PgPool,
-    pair: Pair,
-    max_turns: i64,
-    filter: &TurnFilter,
-    model: Option<&str>,
-) -> Result<RecallPart, StoreError> {
-    let mut connection = pool.acquire().await?;
-    let turns = npcmem_store::recall::pair_turns(&mut connection, pair.0, pair.1, max_turns, filter).await?;
-    let stored = match model {
-        Some(model) => {
-            let mut ids: Vec<uuid::Uuid> = turns.iter().map(|turn| turn.conversation_id).collect();
-            ids.dedup();
-            Some(npcmem_store::recall::conversation_vectors(&mut connection, model, &ids).await?)
-        }
-        None => None,
-    };
-    drop(connection);
-    tokio::task::spawn_blocking(move || {
-        let vectors = stored.map(|stored| {
-            let dims = stored.values().map(|(dims, _)| *dims).max().unwrap_or(0);
-            let mut vectors = TurnVectors::new(dims);
-            for turn in &turns {
-                let vector = stored.get(&turn.conversation_id).and_then(|(width, values)| {
-                    let start = turn.turn as usize * width;
-                    values.get(start..start + width)
-                });
-                vectors.push(vector);
-            }
-            vectors
-        });
-        let index = TurnIndex::build(&turns);
-        RecallPart { turns, index, vectors }
-    })
-    .await
-    .map_err(|error| match error.try_into_panic() {
-        Ok(panic) => std::panic::resume_unwind(panic),
-        // Cancelled: the runtime is shutting down.
-        Err(_) => StoreError::Unavailable(sqlx::Error::WorkerCrashed),
-    })
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct RelationshipPart {
-    pub relationship: Option<Relationship>,
-    pub faction_standing: Vec<(String, f64)>,
-}
-
-impl PairData {
-    /// What the entry holds in memory, roughly: text, indexes and per-row overhead.
-    pub fn approximate_bytes(&self) -> usize {
-        let memories = self.memories.as_ref().map_or(0, |(memories, _)| {
-            memories
-                .iter()
-                .map(|m| m.content.len() + m.tags.iter().map(|t| t.len() + 24).sum::<usize>() + 120)
-                .sum::<usize>()
-                * 2
-        });
-        let summaries =
-            self.working_memory.as_ref().map_or(0, |rows| rows.iter().map(|(text, _)| text.len() + 40).sum::<usize>());
-        let knowledge =
-            self.knowledge.as_ref().map_or(0, |facts| facts.iter().map(|f| f.content.len() + 200).sum::<usize>());
-        let recall = self.recall.as_ref().map_or(0, |part| {
-            part.turns.iter().map(|t| t.text.len() + t.speaker_name.as_ref().map_or(0, String::len) + 96).sum::<usize>()
-                + part.index.approximate_bytes()
-                + part.vectors.as_ref().map_or(0, TurnVectors::approximate_bytes)
-        });
-        1024 + memories + summaries + knowledge + recall
-    }
-
-    fn complete(&self) -> bool {
-        self.relationship.is_some()
-            && self.working_memory.is_some()
-            && self.memories.is_some()
-            && self.knowledge.is_some()
-            && self.mood.is_some()
-            && self.recall.is_some()
-    }
-}
-
 pub struct Enricher {
-    pub pool: PgPool,
-    pub cache: moka::future::Cache<Pair, Arc<PairData>>,
+    pub loader: Loader,
     pub budgets: BudgetManager,
-    pub timeout: Duration,
     pub default_max_tokens: u32,
     pub metrics: EnrichMetrics,
     pub accessed: mpsc::UnboundedSender<Vec<uuid::Uuid>>,
-    /// The newest turns of a pair that recall reads, at most.
-    pub recall_max_turns: i64,
     pub recall_rules: PackRules,
     pub embedder: Option<QueryEmbedder>,
 }
@@ -190,21 +77,7 @@ impl Enricher {
         let max_tokens = request.max_tokens.unwrap_or(self.default_max_tokens);
         let pair = (request.npc_id, request.player_id);
         let mut degraded = Vec::new();
-        let data = match self.cache.get(&pair).await {
-            Some(data) => {
-                self.metrics.cache("hit");
-                data
-            }
-            None => {
-                self.metrics.cache("miss");
-                let data = self.load(pair, now, &mut degraded).await;
-                let data = Arc::new(data);
-                if data.complete() {
-                    self.cache.insert(pair, data.clone()).await;
-                }
-                data
-            }
-        };
+        let data = self.loader.get(pair, now, &mut degraded).await;
         let query_vector = match (&self.embedder, &data.recall, request.message.as_deref()) {
             (Some(embedder), Some(recall), Some(message))
                 if recall.vectors.as_ref().is_some_and(TurnVectors::any) && !message.trim().is_empty() =>
@@ -329,64 +202,6 @@ impl Enricher {
         }
         (sections, memory_ids)
     }
-
-    /// Loads every part at once, each under the provider timeout.
-    async fn load(&self, pair: Pair, now: DateTime<Utc>, degraded: &mut Vec<String>) -> PairData {
-        let (npc_id, player_id) = pair;
-        let pool = &self.pool;
-        let relationship = async {
-            let mut connection = pool.acquire().await?;
-            let relationship = relationships::load(&mut connection, &[pair]).await?.pop().map(|(_, r)| r);
-            let faction_standing = reads::faction_standing(&mut connection, npc_id, player_id).await?;
-            Ok::<_, StoreError>(RelationshipPart { relationship, faction_standing })
-        };
-        let summaries = async {
-            let mut connection = pool.acquire().await?;
-            let rows = working_memory::recent(&mut connection, npc_id, player_id).await?;
-            Ok::<_, StoreError>(rows.into_iter().map(|row| (row.summary, row.ended_at)).collect::<Vec<_>>())
-        };
-        let memories = async {
-            let mut connection = pool.acquire().await?;
-            let memories = reads::prompt_memories(&mut connection, npc_id, player_id).await?;
-            let index = context::RelevanceIndex::build(&memories);
-            Ok::<_, StoreError>((memories, index))
-        };
-        let knowledge = async {
-            let mut connection = pool.acquire().await?;
-            reads::knowledge(&mut connection, npc_id, now, None, None, 10).await
-        };
-        let mood = async {
-            let mut connection = pool.acquire().await?;
-            reads::mood(&mut connection, npc_id, now).await
-        };
-        let max_turns = self.recall_max_turns;
-        let model = self.embedder.as_ref().map(|embedder| embedder.embedder.model());
-        let all_turns = TurnFilter::default();
-        let recall = load_recall(pool, pair, max_turns, &all_turns, model);
-        let timeout = self.timeout;
-        let (relationship, summaries, memories, knowledge, mood, recall) = tokio::join!(
-            bounded(timeout, relationship),
-            bounded(timeout, summaries),
-            bounded(timeout, memories),
-            bounded(timeout, knowledge),
-            bounded(timeout, mood),
-            bounded(timeout, recall),
-        );
-        for (name, ok) in [
-            ("relationship", relationship.is_some()),
-            ("working_memory", summaries.is_some()),
-            ("memory", memories.is_some()),
-            ("knowledge", knowledge.is_some()),
-            ("mood", mood.is_some()),
-            ("recall", recall.is_some()),
-        ] {
-            if !ok {
-                self.metrics.degraded(name);
-                degraded.push(name.to_owned());
-            }
-        }
-        PairData { relationship, working_memory: summaries, memories, knowledge, mood, recall }
-    }
 }
 
 const WORKING_MEMORY_HEADER: &str = "Your recent conversations with this player:";
@@ -424,7 +239,7 @@ impl Candidates {
             let heard: Vec<String> = data
                 .knowledge
                 .iter()
-                .flatten()
+                .flat_map(|facts| facts.iter())
                 .filter(|fact| fact.valid_at(now))
                 .filter(|fact| fact.subject_id == Some(request.player_id) && fact.category == "player_trait")
                 .map(|fact| fact.content.clone())
@@ -436,11 +251,11 @@ impl Candidates {
         let working_memory = data
             .working_memory
             .iter()
-            .flatten()
+            .flat_map(|rows| rows.iter())
             .map(|(summary, at)| format!("- {summary} ({})", format_age(*at, now)))
             .collect();
         let memory = match &data.memories {
-            Some((memories, index)) => context::rank_indexed(memories, index, request.message.as_deref(), now)
+            Some(part) => context::rank_indexed(&part.0, &part.1, request.message.as_deref(), now)
                 .into_iter()
                 .take(most_lines)
                 .map(|memory| (memory.id, memory_line(memory, now)))
@@ -466,14 +281,14 @@ impl Candidates {
         let knowledge = data
             .knowledge
             .iter()
-            .flatten()
+            .flat_map(|facts| facts.iter())
             .filter(|fact| fact.valid_at(now))
             .map(|fact| format!("- {}{}", fact.content, if fact.confidence < 0.7 { " (you are not sure)" } else { "" }))
             .collect();
         let mood = data
             .mood
             .as_ref()
-            .and_then(|mood| mood.as_ref())
+            .and_then(|mood| Option::as_ref(mood))
             .filter(|mood| mood.valid_at(now))
             .map(|mood| format!("You are feeling {}.", mood_description(&mood.mood, mood.intensity)));
         Self { reputation, relationship, working_memory, memory, recall_ranked, knowledge, mood }
@@ -498,18 +313,6 @@ fn lines_need<'a>(header: &str, lines: impl IntoIterator<Item = &'a String>) -> 
     }
     // As push_lines counts: the header and each line with its line break.
     count_tokens(header) + 1 + lines.map(|line| count_tokens(line) + 1).sum::<usize>()
-}
-
-/// The value, or None when it failed or took longer than `timeout`.
-async fn bounded<T>(timeout: Duration, work: impl Future<Output = Result<T, StoreError>>) -> Option<T> {
-    match tokio::time::timeout(timeout, work).await {
-        Ok(Ok(value)) => Some(value),
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "context provider failed");
-            None
-        }
-        Err(_) => None,
-    }
 }
 
 /// One section when it fits its budget.

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod config;
 pub mod enricher;
+pub mod loader;
 pub mod metrics;
 pub mod query;
 pub mod server;
@@ -55,7 +56,7 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         .weigher({
             let pairs = config.enrich_cache_capacity.max(1);
             let floor = (config.enrich_cache_max_mb.saturating_mul(1024) / pairs).max(1);
-            move |_pair: &enricher::Pair, data: &Arc<enricher::PairData>| -> u32 {
+            move |_pair: &loader::Pair, data: &Arc<loader::PairData>| -> u32 {
                 let kib = (data.approximate_bytes() / 1024) as u64;
                 u32::try_from(kib.max(floor)).unwrap_or(u32::MAX)
             }
@@ -64,15 +65,22 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         .support_invalidation_closures()
         .build();
     let (accessed, accessed_rx) = tokio::sync::mpsc::unbounded_channel();
+    let invalidations = Arc::new(loader::Invalidations::default());
+    let loader = loader::Loader::new(
+        context.pool.clone(),
+        cache.clone(),
+        config.provider_timeout(),
+        config.recall_max_turns_per_pair,
+        embedder.as_ref().map(|embedder| embedder.model()),
+        metrics.clone(),
+        invalidations.clone(),
+    );
     let enricher = Arc::new(enricher::Enricher {
-        pool: context.pool.clone(),
-        cache: cache.clone(),
+        loader,
         budgets: config.budgets()?,
-        timeout: config.provider_timeout(),
         default_max_tokens: config.enrich_default_max_tokens,
         metrics,
         accessed,
-        recall_max_turns: config.recall_max_turns_per_pair,
         recall_rules: npcmem_core::recall::PackRules::default(),
         embedder: embedder.map(|embedder| enricher::QueryEmbedder { embedder, timeout: config.embed.query_timeout() }),
     });
@@ -80,9 +88,9 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     let topology = context.topology.clone();
 
     // Subscribe to invalidations before answering anything, so no write is missed.
-    let invalidations =
+    let subscription =
         context.nats.subscribe(topology.cache_invalidate()).await.map_err(|e| ServiceError::Config(e.to_string()))?;
-    let invalidator = tokio::spawn(invalidate(invalidations, cache, shutdown.subscribe()));
+    let invalidator = tokio::spawn(invalidate(subscription, cache, invalidations, shutdown.subscribe()));
     let writer = tokio::spawn(access::run_writer(
         context.pool.clone(),
         accessed_rx,
@@ -140,11 +148,11 @@ impl ContextTtl {
     }
 }
 
-impl moka::Expiry<enricher::Pair, Arc<enricher::PairData>> for ContextTtl {
+impl moka::Expiry<loader::Pair, Arc<loader::PairData>> for ContextTtl {
     fn expire_after_create(
         &self,
-        _pair: &enricher::Pair,
-        _data: &Arc<enricher::PairData>,
+        _pair: &loader::Pair,
+        _data: &Arc<loader::PairData>,
         _created_at: std::time::Instant,
     ) -> Option<Duration> {
         Some(self.now())
@@ -152,8 +160,8 @@ impl moka::Expiry<enricher::Pair, Arc<enricher::PairData>> for ContextTtl {
 
     fn expire_after_update(
         &self,
-        _pair: &enricher::Pair,
-        _data: &Arc<enricher::PairData>,
+        _pair: &loader::Pair,
+        _data: &Arc<loader::PairData>,
         _updated_at: std::time::Instant,
         _until_expiry: Option<Duration>,
     ) -> Option<Duration> {
@@ -164,7 +172,8 @@ impl moka::Expiry<enricher::Pair, Arc<enricher::PairData>> for ContextTtl {
 /// Applies `P.cache.invalidate`: one pair, every pair of an NPC or a player, or all.
 async fn invalidate(
     mut subscription: async_nats::Subscriber,
-    cache: moka::future::Cache<enricher::Pair, Arc<enricher::PairData>>,
+    cache: moka::future::Cache<loader::Pair, Arc<loader::PairData>>,
+    invalidations: Arc<loader::Invalidations>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -173,15 +182,23 @@ async fn invalidate(
             _ = shutdown.changed() => break,
         };
         let Ok(request) = serde_json::from_slice::<CacheInvalidate>(&message.payload) else { continue };
-        match (request.npc_id, request.player_id) {
-            (Some(npc_id), Some(player_id)) => cache.invalidate(&(npc_id, player_id)).await,
-            (Some(npc_id), None) => {
+        let scope = match (request.npc_id, request.player_id) {
+            (Some(npc_id), Some(player_id)) => loader::Scope::Pair((npc_id, player_id)),
+            (Some(npc_id), None) => loader::Scope::Npc(npc_id),
+            (None, Some(player_id)) => loader::Scope::Player(player_id),
+            (None, None) => loader::Scope::All,
+        };
+        // Recorded first: a load finishing between the two steps must not cache.
+        invalidations.record(scope);
+        match scope {
+            loader::Scope::Pair(pair) => cache.invalidate(&pair).await,
+            loader::Scope::Npc(npc_id) => {
                 let _ = cache.invalidate_entries_if(move |key, _| key.0 == npc_id);
             }
-            (None, Some(player_id)) => {
+            loader::Scope::Player(player_id) => {
                 let _ = cache.invalidate_entries_if(move |key, _| key.1 == player_id);
             }
-            (None, None) => cache.invalidate_all(),
+            loader::Scope::All => cache.invalidate_all(),
         }
     }
 }

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use npcmem_core::memory::MemoryType;
 use npcmem_core::recall::{self, TurnVectors};
 
-use crate::enricher::{QueryEmbedder, load_recall};
+use crate::enricher::QueryEmbedder;
+use crate::loader::load_recall;
 use npcmem_core::relationship::{Dimension, RelateRules, Relationship, faction_modifier};
 use npcmem_core::wire::schema_v1;
 use npcmem_core::wire::{ErrorReply, Speaker};

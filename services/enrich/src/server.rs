@@ -71,12 +71,13 @@ impl Handlers {
         let query: query::RecallQuery =
             decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
         query.check()?;
-        let answer = query::recall(&self.pool, self.enricher.recall_max_turns, self.enricher.embedder.as_ref(), &query)
-            .await
-            .map_err(|error| {
-                warn!(%error, "recall query failed");
-                ErrorReply::new("unavailable", format!("the store could not answer: {error}"))
-            })?;
+        let answer =
+            query::recall(&self.pool, self.enricher.loader.recall_max_turns, self.enricher.embedder.as_ref(), &query)
+                .await
+                .map_err(|error| {
+                    warn!(%error, "recall query failed");
+                    ErrorReply::new("unavailable", format!("the store could not answer: {error}"))
+                })?;
         Ok(serde_json::to_vec(&answer).expect("answers serialise"))
     }
 

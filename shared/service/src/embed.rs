@@ -126,6 +126,29 @@ impl EmbedArgs {
         ))
     }
 
+    /// These settings as the environment a service reads them from (to start one with them).
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        let provider = match self.embed_provider {
+            EmbedProvider::None => "none",
+            EmbedProvider::Openai => "openai",
+            EmbedProvider::Minilm => "minilm",
+        };
+        let mut env = vec![
+            ("NPCMEM_EMBED_PROVIDER", provider.to_owned()),
+            ("NPCMEM_EMBED_TIMEOUT_MS", self.embed_timeout_ms.to_string()),
+            ("NPCMEM_EMBED_QUERY_TIMEOUT_MS", self.embed_query_timeout_ms.to_string()),
+            ("NPCMEM_EMBED_BATCH", self.embed_batch.to_string()),
+        ];
+        let optional = [
+            ("NPCMEM_EMBED_BASE_URL", self.embed_base_url.clone()),
+            ("NPCMEM_EMBED_API_KEY", self.embed_api_key.clone()),
+            ("NPCMEM_EMBED_MODEL", self.embed_model.clone()),
+            ("NPCMEM_EMBED_MODEL_PATH", self.embed_model_path.as_ref().map(|path| path.display().to_string())),
+        ];
+        env.extend(optional.into_iter().filter_map(|(name, value)| Some((name, value?))));
+        env
+    }
+
     pub fn query_timeout(&self) -> Duration {
         Duration::from_millis(self.embed_query_timeout_ms)
     }

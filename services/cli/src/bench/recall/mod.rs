@@ -3,8 +3,9 @@
 //! pipeline (ingest, extract with the rules extractor, relate) into a scratch world; then
 //! enrich is asked each probe question at each token budget, and the context it returns
 //! is searched for the turn that holds the answer. Beside it, in the same run, on the same
-//! questions and budgets: plain BM25 over the pair's raw turns, and the most recent turns
-//! that fit.
+//! questions and budgets: plain BM25 over the pair's raw turns, the most recent turns
+//! that fit and, with an embedder configured (the services get the same settings), the
+//! embedder alone ranking the raw turns by similarity to the question.
 
 mod corpus;
 mod score;
@@ -17,7 +18,10 @@ use anyhow::{Context as _, bail};
 use async_nats::jetstream;
 use futures::StreamExt;
 use npcmem_bus::StreamKind;
+use npcmem_core::recall::TurnVectors;
+use npcmem_llm::Embedder;
 use npcmem_service::CommonConfig;
+use npcmem_service::embed::EmbedArgs;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -52,9 +56,12 @@ pub struct RecallBenchArgs {
     /// Directory holding the service binaries (default: this binary's).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// The embedder extract and enrich run with (and the embedder-alone baseline uses).
+    #[command(flatten)]
+    embed: EmbedArgs,
 }
 
-const SYSTEMS: [&str; 3] = ["npcmem enrich", "BM25 over raw turns", "most recent turns"];
+const SYSTEMS: [&str; 4] = ["npcmem enrich", "BM25 over raw turns", "most recent turns", "embedder alone"];
 const NPC_NAME: &str = "Brom";
 const PLAYER_NAME: &str = "Sam";
 
@@ -71,6 +78,8 @@ pub async fn run(common: &CommonConfig, args: RecallBenchArgs) -> anyhow::Result
         min_turns: args.min_turns,
         probes_per_pair: args.probes_per_pair,
     };
+    args.embed.validate()?;
+    let embedder = args.embed.embedder()?;
     let benchmark = corpus::build(&corpus, &selection, chrono::Utc::now())?;
     if benchmark.probes.is_empty() {
         bail!("the selection gave no probes; lower --min-sessions or --min-turns");
@@ -89,11 +98,12 @@ pub async fn run(common: &CommonConfig, args: RecallBenchArgs) -> anyhow::Result
     let js = jetstream::new(nats.clone());
     let id = format!("{}{}", std::process::id(), chrono::Utc::now().timestamp() % 100_000);
     let scratch = Scratch::create(common, &js, &format!("{id}r")).await?;
-    let outcome = measure(&nats, &js, &scratch, &bin_dir, common, &args, &benchmark).await;
+    let outcome = measure(&nats, &js, &scratch, &bin_dir, common, &args, &benchmark, embedder.as_ref()).await;
     scratch.remove(&js).await;
     outcome
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn measure(
     nats: &async_nats::Client,
     js: &jetstream::Context,
@@ -102,17 +112,27 @@ async fn measure(
     common: &CommonConfig,
     args: &RecallBenchArgs,
     benchmark: &Benchmark,
+    embedder: Option<&Embedder>,
 ) -> anyhow::Result<()> {
+    let embed_env = args.embed.to_env();
     let specs = [
         ProcessSpec { binary: "npcmem-ingest", env: Vec::new(), pulls: Some((StreamKind::Conversations, "ingest")) },
-        ProcessSpec { binary: "npcmem-extract", env: Vec::new(), pulls: Some((StreamKind::Jobs, "extract")) },
+        ProcessSpec { binary: "npcmem-extract", env: embed_env.clone(), pulls: Some((StreamKind::Jobs, "extract")) },
         ProcessSpec { binary: "npcmem-relate", env: Vec::new(), pulls: Some((StreamKind::Events, "relate")) },
-        ProcessSpec { binary: "npcmem-enrich", env: Vec::new(), pulls: None },
+        ProcessSpec { binary: "npcmem-enrich", env: embed_env, pulls: None },
     ];
     let processes = Processes::start(js, bin_dir, common, scratch, &specs).await?;
     let outcome = async {
+        let started = Instant::now();
         let published = publish(js, scratch, benchmark).await?;
-        settle(&scratch.pool, published).await?;
+        settle(&scratch.pool, published, embedder.map(Embedder::model)).await?;
+        if let Some(embedder) = embedder {
+            println!(
+                "extract embedded every turn with {} within {:.0} s of the first publish",
+                embedder.model(),
+                started.elapsed().as_secs_f64()
+            );
+        }
         let bytes_per_turn: Option<f64> = sqlx::query_scalar(
             "SELECT sum(pg_column_size(transcript))::float8 / nullif(sum(message_count), 0) FROM conversations",
         )
@@ -123,7 +143,7 @@ async fn measure(
              {:.0} bytes per turn",
             bytes_per_turn.unwrap_or(0.0)
         );
-        evaluate(nats, scratch, args, benchmark).await
+        evaluate(nats, scratch, args, benchmark, embedder).await
     }
     .await;
     processes.stop().await;
@@ -196,9 +216,10 @@ async fn publish(js: &jetstream::Context, scratch: &Scratch, benchmark: &Benchma
     Ok(count)
 }
 
-/// Waits until every conversation is extracted and applied to its relationship.
-async fn settle(pool: &sqlx::PgPool, published: usize) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(600);
+/// Waits until every conversation is extracted, applied to its relationship and, with
+/// `model`, embedded.
+async fn settle(pool: &sqlx::PgPool, published: usize, model: Option<&str>) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
         let (recorded, open, applied): (i64, i64, i64) = sqlx::query_as(
             "SELECT (SELECT count(*) FROM conversations),
@@ -207,12 +228,19 @@ async fn settle(pool: &sqlx::PgPool, published: usize) -> anyhow::Result<()> {
         )
         .fetch_one(pool)
         .await?;
-        let done = recorded as usize == published && open == 0 && applied >= recorded;
+        let unembedded = match model {
+            Some(model) => npcmem_store::recall::count_unembedded(&mut *pool.acquire().await?, model).await?,
+            None => 0,
+        };
+        let done = recorded as usize == published && open == 0 && applied >= recorded && unembedded == 0;
         if done {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("after 600 s: {recorded}/{published} recorded, {open} not extracted, {applied} applied");
+            bail!(
+                "after 1800 s: {recorded}/{published} recorded, {open} not extracted, {applied} applied, \
+                 {unembedded} not embedded"
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -235,36 +263,61 @@ async fn evaluate(
     scratch: &Scratch,
     args: &RecallBenchArgs,
     benchmark: &Benchmark,
+    embedder: Option<&Embedder>,
 ) -> anyhow::Result<()> {
     let subject = scratch.topology.enrich_request();
-    // The baselines see exactly the turns the ledger holds (after redaction).
+    // The baselines see exactly the turns the ledger holds (after redaction) and, for the
+    // embedder alone, the vectors extract stored for them.
     let mut raw: BTreeMap<usize, Vec<RawTurn>> = BTreeMap::new();
+    let mut vectors: BTreeMap<usize, TurnVectors> = BTreeMap::new();
     for (index, pair) in benchmark.pairs.iter().enumerate() {
-        let rows: Vec<(serde_json::Value,)> = sqlx::query_as(
-            "SELECT transcript FROM conversations WHERE npc_id = $1 AND player_id = $2 ORDER BY ended_at, conversation_id",
+        let rows: Vec<(Uuid, serde_json::Value)> = sqlx::query_as(
+            "SELECT conversation_id, transcript FROM conversations WHERE npc_id = $1 AND player_id = $2 \
+             ORDER BY ended_at, conversation_id",
         )
         .bind(pair.npc_id)
         .bind(pair.player_id)
         .fetch_all(&scratch.pool)
         .await?;
+        let positions: Vec<(Uuid, usize)> = rows
+            .iter()
+            .flat_map(|(id, transcript)| (0..transcript.as_array().map_or(0, Vec::len)).map(|turn| (*id, turn)))
+            .collect();
         let turns = rows
-            .into_iter()
-            .flat_map(|(transcript,)| transcript.as_array().cloned().unwrap_or_default())
+            .iter()
+            .flat_map(|(_, transcript)| transcript.as_array().cloned().unwrap_or_default())
             .map(|message| {
                 let speaker = if message["speaker"] == "player" { PLAYER_NAME } else { NPC_NAME };
                 RawTurn { line: format!("{speaker}: {}", message["text"].as_str().unwrap_or_default()) }
             })
             .collect();
         raw.insert(index, turns);
+        if let Some(embedder) = embedder {
+            let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+            let stored =
+                npcmem_store::recall::conversation_vectors(&mut *scratch.pool.acquire().await?, embedder.model(), &ids)
+                    .await?;
+            let dims = stored.values().map(|(dims, _)| *dims).max().unwrap_or(0);
+            let mut pair_vectors = TurnVectors::new(dims);
+            for (id, turn) in positions {
+                let vector = stored.get(&id).and_then(|(dims, values)| values.get(turn * dims..(turn + 1) * dims));
+                pair_vectors.push(vector);
+            }
+            vectors.insert(index, pair_vectors);
+        }
     }
     let indexes: BTreeMap<usize, PlainBm25> =
         raw.iter().map(|(pair, turns)| (*pair, PlainBm25::build(turns))).collect();
+    let question_vectors = match embedder {
+        Some(embedder) => Some(embed_questions(embedder, args, benchmark, &raw).await?),
+        None => None,
+    };
 
     let mut tallies: BTreeMap<TallyKey, Tally> = BTreeMap::new();
     let mut latencies = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let mut degraded = 0;
     for &budget in &args.budgets {
-        for probe in &benchmark.probes {
+        for (probe_index, probe) in benchmark.probes.iter().enumerate() {
             let pair = &benchmark.pairs[probe.pair];
             let request = json!({"npc_id": pair.npc_id, "player_id": pair.player_id, "message": probe.question,
                                  "max_tokens": budget});
@@ -280,7 +333,16 @@ async fn evaluate(
             let turns = &raw[&probe.pair];
             let bm25 = score::pack_lines(turns, indexes[&probe.pair].rank(&probe.question), budget as usize);
             let recent = score::pack_lines(turns, (0..turns.len()).rev(), budget as usize);
-            for (system, context) in [enriched, bm25, recent].iter().enumerate() {
+            let mut contexts = vec![enriched, bm25, recent];
+            if let Some(questions) = &question_vectors {
+                let ranked = npcmem_core::recall::dense_ranking(
+                    &questions[probe_index],
+                    &vectors[&probe.pair],
+                    vectors[&probe.pair].len(),
+                );
+                contexts.push(score::pack_lines(turns, ranked, budget as usize));
+            }
+            for (system, context) in contexts.iter().enumerate() {
                 let found = score::found(&probe.evidence, context);
                 let tally = tallies.entry((system, budget, pair.held_out, probe.kind)).or_default();
                 tally.asked += 1;
@@ -290,7 +352,8 @@ async fn evaluate(
             }
         }
     }
-    print_table(&tallies, &args.budgets)?;
+    let systems = if embedder.is_some() { SYSTEMS.len() } else { SYSTEMS.len() - 1 };
+    print_table(&tallies, &args.budgets, &SYSTEMS[..systems], embedder.map(Embedder::model))?;
     println!(
         "enrich round trip over {} requests ({degraded} with a provider left out): p50 {:.2} ms, p99 {:.2} ms",
         latencies.len(),
@@ -300,7 +363,48 @@ async fn evaluate(
     Ok(())
 }
 
-fn print_table(tallies: &BTreeMap<TallyKey, Tally>, budgets: &[u32]) -> anyhow::Result<()> {
+/// Every probe question's vector (by probe index); also times the embedder on a sample
+/// of raw turns and on the questions, and prints both rates.
+async fn embed_questions(
+    embedder: &Embedder,
+    args: &RecallBenchArgs,
+    benchmark: &Benchmark,
+    raw: &BTreeMap<usize, Vec<RawTurn>>,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    const SAMPLE: usize = 2048;
+    let batch = args.embed.embed_batch.max(1);
+    let sample: Vec<String> = raw.values().flatten().take(SAMPLE).map(|turn| turn.line.clone()).collect();
+    let started = Instant::now();
+    for chunk in sample.chunks(batch) {
+        embedder.embed(chunk).await?;
+    }
+    let turns_seconds = started.elapsed().as_secs_f64();
+    let questions: Vec<String> = benchmark.probes.iter().map(|probe| probe.question.clone()).collect();
+    let started = Instant::now();
+    let mut vectors = Vec::with_capacity(questions.len());
+    for chunk in questions.chunks(batch) {
+        vectors.extend(embedder.embed(chunk).await?);
+    }
+    let questions_seconds = started.elapsed().as_secs_f64();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    println!(
+        "embedder {}: {} turns in {turns_seconds:.1} s ({:.0} per second), {} questions in {questions_seconds:.1} s \
+         ({:.0} per second), batches of {batch}, {threads} cores",
+        embedder.model(),
+        sample.len(),
+        sample.len() as f64 / turns_seconds.max(1e-9),
+        questions.len(),
+        questions.len() as f64 / questions_seconds.max(1e-9),
+    );
+    Ok(vectors)
+}
+
+fn print_table(
+    tallies: &BTreeMap<TallyKey, Tally>,
+    budgets: &[u32],
+    systems: &[&str],
+    model: Option<&str>,
+) -> anyhow::Result<()> {
     let kinds = [ProbeKind::Keywords, ProbeKind::WordForms, ProbeKind::SingleWord, ProbeKind::Reply];
     let mut table = crate::table::Table::new(&[
         "budget",
@@ -332,7 +436,7 @@ fn print_table(tallies: &BTreeMap<TallyKey, Tally>, budgets: &[u32]) -> anyhow::
         }
     };
     for &budget in budgets {
-        for (system, name) in SYSTEMS.iter().enumerate() {
+        for (system, name) in systems.iter().enumerate() {
             let held = sum(&|k| k.0 == system && k.1 == budget && k.2);
             let tuning = sum(&|k| k.0 == system && k.1 == budget && !k.2);
             let all = sum(&|k| k.0 == system && k.1 == budget);
@@ -354,6 +458,9 @@ fn print_table(tallies: &BTreeMap<TallyKey, Tally>, budgets: &[u32]) -> anyhow::
     println!();
     println!("evidence recall: questions whose evidence turn's content words all appear in the context");
     println!("(per-kind columns: held-out half; tokens used: mean over all questions)");
+    if let Some(model) = model {
+        println!("(npcmem enrich and the embedder alone use {model})");
+    }
     table.write(&mut std::io::stdout())?;
     Ok(())
 }
