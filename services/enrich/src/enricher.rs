@@ -255,11 +255,21 @@ impl Candidates {
             .map(|(summary, at)| format!("- {summary} ({})", format_age(*at, now)))
             .collect();
         let memory = match &data.memories {
-            Some(part) => context::rank_indexed(&part.0, &part.1, request.message.as_deref(), now)
-                .into_iter()
-                .take(most_lines)
-                .map(|memory| (memory.id, memory_line(memory, now)))
-                .collect(),
+            Some(part) => {
+                // Lines past max_tokens in all never fit: not formatted.
+                let mut tokens = 0;
+                context::rank_indexed(&part.0, &part.1, request.message.as_deref(), now)
+                    .into_iter()
+                    .take(most_lines)
+                    .map_while(|memory| {
+                        (tokens <= max_tokens).then(|| {
+                            let line = memory_line(memory, now);
+                            tokens += count_tokens(&line) + 1;
+                            (memory.id, line)
+                        })
+                    })
+                    .collect()
+            }
             None => Vec::new(),
         };
         let recall_ranked = match (&data.recall, request.message.as_deref()) {

@@ -210,7 +210,10 @@ impl Loader {
 
     fn join_or_start(&self, pair: Pair, now: DateTime<Utc>) -> watch::Receiver<Loading> {
         let mut inflight = self.inflight.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(progress) = inflight.get(&pair) {
+        // A load whose task is gone (it panicked) is not joined: this request starts anew.
+        if let Some(progress) = inflight.get(&pair)
+            && progress.has_changed().is_ok()
+        {
             return progress.clone();
         }
         let (sender, progress) = watch::channel(Loading::default());

@@ -274,7 +274,7 @@ pub async fn recall(
                 let ranked: Vec<(usize, f64)> = match dense {
                     Some(dense) => {
                         let positions: Vec<usize> = lexical.iter().map(|(position, _)| *position).collect();
-                        recall::fuse(&[&positions, &dense], 60.0)
+                        recall::hybrid_scores(&positions, &dense)
                     }
                     None => lexical,
                 };

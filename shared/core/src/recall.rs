@@ -173,18 +173,29 @@ impl TurnIndex {
 }
 
 /// Reciprocal-rank fusion (Cormack et al. 2009) of several rankings of the same turns:
-/// each list adds 1 / (k + rank) to a turn's score; best first, ties later turn first.
-/// k = 60 is the paper's constant.
-pub fn fuse(rankings: &[&[usize]], k: f64) -> Vec<(usize, f64)> {
+/// each list adds weight / (k + rank) to a turn's score; best first, ties later turn
+/// first. k = 60 is the paper's constant.
+pub fn fuse(rankings: &[(&[usize], f64)], k: f64) -> Vec<(usize, f64)> {
     let mut scores: HashMap<usize, f64> = HashMap::new();
-    for ranking in rankings {
+    for (ranking, weight) in rankings {
         for (rank, &position) in ranking.iter().enumerate() {
-            *scores.entry(position).or_insert(0.0) += 1.0 / (k + rank as f64 + 1.0);
+            *scores.entry(position).or_insert(0.0) += weight / (k + rank as f64 + 1.0);
         }
     }
     let mut fused: Vec<(usize, f64)> = scores.into_iter().collect();
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     fused
+}
+
+/// The dense ranking's weight in the fusion. The dense list ranks every turn, the lexical
+/// one only turns sharing a word with the question: at equal weight the nearest turns by
+/// embedding pushed exact word matches (and the replies shown after the best hits) out
+/// of the section on the bench's tuning half.
+pub const DENSE_WEIGHT: f64 = 0.5;
+
+/// The lexical ranking fused with the dense one: (position, score), best first.
+pub fn hybrid_scores(lexical: &[usize], dense: &[usize]) -> Vec<(usize, f64)> {
+    fuse(&[(lexical, 1.0), (dense, DENSE_WEIGHT)], 60.0)
 }
 
 /// Sentence vectors aligned with a pair's turns; a turn embedded by no one has none.
@@ -265,7 +276,7 @@ pub fn dense_ranking(query_vector: &[f32], vectors: &TurnVectors, limit: usize) 
 pub fn hybrid_ranking(lexical: &[usize], dense: Option<&[usize]>, limit: usize) -> Vec<usize> {
     match dense {
         Some(dense) if !dense.is_empty() => {
-            fuse(&[lexical, dense], 60.0).into_iter().take(limit).map(|(position, _)| position).collect()
+            hybrid_scores(lexical, dense).into_iter().take(limit).map(|(position, _)| position).collect()
         }
         _ => lexical.iter().copied().take(limit).collect(),
     }
@@ -311,11 +322,15 @@ pub struct PackedRecall {
 
 /// A turn's line in the section, without its conversation's heading.
 pub fn turn_line(turn: &Turn) -> String {
-    let who = match turn.speaker {
+    line_of(turn.speaker, &collapse_whitespace(&turn.text))
+}
+
+fn line_of(speaker: Speaker, collapsed: &str) -> String {
+    let who = match speaker {
         Speaker::Player => "they said",
         Speaker::Npc => "you said",
     };
-    format!("- {who}: \"{}\"", collapse_whitespace(&turn.text))
+    format!("- {who}: \"{collapsed}\"")
 }
 
 /// The heading of one conversation's lines: when it happened.
@@ -336,10 +351,6 @@ pub fn pack(
     rules: &PackRules,
     now: DateTime<Utc>,
 ) -> Option<PackedRecall> {
-    let already_shown = |turn: &Turn| {
-        let text = collapse_whitespace(&turn.text);
-        !text.is_empty() && shown.iter().any(|section| section.contains(text.as_str()))
-    };
     let header_cost = count_tokens_cached(RECALL_HEADER) + 1;
     let mut used = header_cost;
     let mut chosen: Vec<usize> = Vec::new();
@@ -347,15 +358,23 @@ pub fn pack(
     let mut headed: HashSet<Uuid> = HashSet::new();
     let mut consider = |position: usize, used: &mut usize, chosen: &mut Vec<usize>| -> bool {
         let Some(turn) = turns.get(position) else { return true };
-        if chosen_set.contains(&position) || turn.text.trim().is_empty() || already_shown(turn) {
+        if chosen_set.contains(&position) {
             return true;
         }
-        let mut cost = count_tokens_cached(&turn_line(turn)) + 1;
+        let text = collapse_whitespace(&turn.text);
+        if text.is_empty() {
+            return true;
+        }
+        let mut cost = count_tokens_cached(&line_of(turn.speaker, &text)) + 1;
         if !headed.contains(&turn.conversation_id) {
             cost += count_tokens_cached(&conversation_heading(turn.said_at, now)) + 1;
         }
         if *used + cost > budget {
             return false;
+        }
+        // Only for a turn that fits: scanning the other sections costs more than the rest.
+        if shown.iter().any(|section| section.contains(text.as_str())) {
+            return true;
         }
         *used += cost;
         headed.insert(turn.conversation_id);

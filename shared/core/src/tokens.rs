@@ -3,9 +3,10 @@
 //! provider reports, so a different tokenizer on the provider's side only shifts the
 //! settlement, never the accounting.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{LazyLock, Mutex};
+use std::hash::BuildHasher;
+use std::sync::Mutex;
 
 use crate::extraction::prompt::{ChatMessage, ChatRole};
 
@@ -25,48 +26,50 @@ pub fn count_tokens(text: &str) -> usize {
 /// follows — cl100k_base's pre-tokenizer never lets a piece cross such a cut, so the
 /// count is the sum of the segments' counts — and each segment's count is remembered.
 pub fn count_tokens_cached(text: &str) -> usize {
-    static SEGMENTS: LazyLock<Mutex<HashMap<u64, usize>>> = LazyLock::new(Default::default);
-    const MAX_REMEMBERED: usize = 200_000;
+    // Per thread: no lock on the read path, which a busy enrich takes for every line.
+    thread_local! {
+        static SEGMENTS: RefCell<HashMap<u64, usize>> = RefCell::new(HashMap::default());
+        static HASHER: foldhash::quality::RandomState = foldhash::quality::RandomState::default();
+    }
+    const MAX_REMEMBERED: usize = 100_000;
     let mut total = 0;
     for segment in segments(text) {
-        let mut hasher = DefaultHasher::new();
-        segment.hash(&mut hasher);
-        let key = hasher.finish();
-        if let Some(count) = SEGMENTS.lock().unwrap_or_else(|poison| poison.into_inner()).get(&key) {
-            total += count;
-            continue;
-        }
-        let count = count_tokens(segment);
-        let mut remembered = SEGMENTS.lock().unwrap_or_else(|poison| poison.into_inner());
-        if remembered.len() >= MAX_REMEMBERED {
-            remembered.clear();
-        }
-        remembered.insert(key, count);
-        total += count;
+        let key = HASHER.with(|state| state.hash_one(segment));
+        total += SEGMENTS.with(|remembered| {
+            if let Some(&count) = remembered.borrow().get(&key) {
+                return count;
+            }
+            let count = count_tokens(segment);
+            let mut remembered = remembered.borrow_mut();
+            if remembered.len() >= MAX_REMEMBERED {
+                remembered.clear();
+            }
+            remembered.insert(key, count);
+            count
+        });
     }
     total
 }
 
 /// `text` cut after every `\n` followed by a character that is not whitespace.
 fn segments(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    let mut cuts = Vec::new();
-    let mut chars = text.char_indices().peekable();
-    while let Some((index, c)) = chars.next() {
-        if c == '\n'
-            && let Some(&(next_index, next)) = chars.peek()
-            && !next.is_whitespace()
-        {
-            cuts.push(&text[start..next_index]);
-            start = next_index;
-            let _ = index;
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-    }
-    if start < bytes.len() {
-        cuts.push(&text[start..]);
-    }
-    cuts.into_iter()
+        let mut from = 0;
+        while let Some(offset) = rest[from..].find('\n') {
+            let next = from + offset + 1;
+            if rest[next..].chars().next().is_some_and(|c| !c.is_whitespace()) {
+                let (segment, tail) = rest.split_at(next);
+                rest = tail;
+                return Some(segment);
+            }
+            from = next;
+        }
+        Some(std::mem::take(&mut rest))
+    })
 }
 
 /// Tokens a chat request with these messages sends as its prompt.
@@ -88,9 +91,8 @@ pub fn count_chat_tokens(messages: &[ChatMessage]) -> usize {
 /// call: its count is remembered instead of re-encoded per conversation.
 fn count_system_prompt(content: &str) -> usize {
     static LAST: Mutex<Option<(u64, usize)>> = Mutex::new(None);
-    let mut hasher = DefaultHasher::new();
-    content.hash(&mut hasher);
-    let key = hasher.finish();
+    static HASHER: std::sync::LazyLock<foldhash::quality::RandomState> = std::sync::LazyLock::new(Default::default);
+    let key = HASHER.hash_one(content);
     if let Some((cached_key, count)) = *LAST.lock().unwrap_or_else(|poison| poison.into_inner())
         && cached_key == key
     {

@@ -509,7 +509,8 @@ pub struct EnrichReply {
     pub system_prompt: Option<String>,
     #[serde(default)]
     pub token_count: u32,
-    /// Providers that timed out or failed and were left out.
+    /// Providers that timed out or failed and were left out, and `embedder` when the
+    /// message could not be embedded (recall is then lexical).
     #[serde(default)]
     pub degraded: Vec<String>,
     #[serde(default)]

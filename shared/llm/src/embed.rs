@@ -30,6 +30,17 @@ impl Embedder {
         }
     }
 
+    /// Texts per call given the configured batch: that for an endpoint; up to 4,096 for
+    /// the local model, which sorts a call's texts by length before cutting its own
+    /// batches, so a long turn pads fewer short ones.
+    pub fn call_size(&self, configured: usize) -> usize {
+        match self {
+            Self::Http(_) => configured.max(1),
+            #[cfg(feature = "minilm")]
+            Self::Local(_) => configured.max(4_096),
+        }
+    }
+
     /// One vector per text, in order. Local inference runs on the blocking pool so it
     /// never stalls the runtime's workers.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {

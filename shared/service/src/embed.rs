@@ -171,7 +171,7 @@ pub async fn embed_conversations(
     conversations: Vec<Unembedded>,
     batch: usize,
 ) -> Result<usize, EmbedFailure> {
-    let batch = batch.max(1);
+    let batch = embedder.call_size(batch);
     let mut pending: Vec<(ConversationVectors, usize)> = Vec::with_capacity(conversations.len());
     let mut texts: Vec<String> = Vec::with_capacity(batch);
     let mut vectors: Vec<Vec<f32>> = Vec::new();

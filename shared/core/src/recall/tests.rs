@@ -85,7 +85,7 @@ fn a_query_without_shared_terms_finds_nothing() {
 fn fusion_rewards_agreement_between_rankings() {
     let lexical = [3, 1, 2];
     let dense = [1, 4, 3];
-    let fused = fuse(&[&lexical, &dense], 60.0);
+    let fused = fuse(&[(&lexical, 1.0), (&dense, 1.0)], 60.0);
     assert_eq!(fused[0].0, 1, "in both lists near the top");
     assert_eq!(fused.len(), 4);
     assert!(fused.windows(2).all(|pair| pair[0].1 >= pair[1].1));
@@ -109,10 +109,11 @@ fn dense_ranking_orders_by_cosine_and_skips_missing_vectors() {
 fn hybrid_ranking_is_lexical_without_dense_and_fused_with_it() {
     assert_eq!(hybrid_ranking(&[3, 1, 2], None, 2), vec![3, 1]);
     assert_eq!(hybrid_ranking(&[3, 1, 2], Some(&[]), 10), vec![3, 1, 2]);
-    let fused = hybrid_ranking(&[3, 1, 2], Some(&[1, 4, 3]), 10);
+    let fused = hybrid_ranking(&[1, 3, 2], Some(&[4, 1, 3]), 10);
     assert_eq!(fused.len(), 4);
     assert_eq!(fused[0], 1, "high in both rankings");
     assert!(fused.contains(&4), "found by meaning alone");
+    assert_eq!(hybrid_ranking(&[3], Some(&[4]), 10), vec![3, 4], "a word match outranks a near meaning alone");
 }
 
 #[test]

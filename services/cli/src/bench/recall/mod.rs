@@ -372,8 +372,11 @@ async fn embed_questions(
     raw: &BTreeMap<usize, Vec<RawTurn>>,
 ) -> anyhow::Result<Vec<Vec<f32>>> {
     const SAMPLE: usize = 2048;
-    let batch = args.embed.embed_batch.max(1);
-    let sample: Vec<String> = raw.values().flatten().take(SAMPLE).map(|turn| turn.line.clone()).collect();
+    let batch = embedder.call_size(args.embed.embed_batch);
+    // Evenly across the corpus, so its mix of short and long turns.
+    let all: Vec<&RawTurn> = raw.values().flatten().collect();
+    let sample: Vec<String> =
+        all.iter().step_by((all.len() / SAMPLE).max(1)).take(SAMPLE).map(|turn| turn.line.clone()).collect();
     let started = Instant::now();
     for chunk in sample.chunks(batch) {
         embedder.embed(chunk).await?;
