@@ -9,6 +9,7 @@
 //! from well-kept crates (`rust-stemmers`, `stop-words`); only the ranking and packing
 //! rules live here.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
@@ -373,7 +374,7 @@ pub fn pack(
             return false;
         }
         // Only for a turn that fits: scanning the other sections costs more than the rest.
-        if shown.iter().any(|section| section.contains(text.as_str())) {
+        if shown.iter().any(|section| section.contains(&*text)) {
             return true;
         }
         *used += cost;
@@ -435,8 +436,20 @@ pub fn render(turns: &[Turn], positions: &[usize], now: DateTime<Utc>) -> String
     lines.join("\n")
 }
 
-fn collapse_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// `text` with runs of whitespace as one space and none at the ends; borrowed when it
+/// is so already (most chat lines: this runs for every turn a request considers).
+fn collapse_whitespace(text: &str) -> Cow<'_, str> {
+    let mut previous_space = true;
+    let tidy = text.chars().all(|c| {
+        let ok = if c.is_whitespace() { c == ' ' && !previous_space } else { true };
+        previous_space = c.is_whitespace();
+        ok
+    }) && !previous_space;
+    if tidy || text.is_empty() {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(text.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
 }
 
 fn capitalise(text: &str) -> String {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
+use futures::StreamExt;
 use hdrhistogram::Histogram;
 use npcmem_service::CommonConfig;
 use serde_json::json;
@@ -144,7 +145,7 @@ async fn measure(
             })
             .collect(),
     );
-    wait_for_responder(nats, &subject, &payloads[0]).await?;
+    let reply_bytes = wait_for_responder(nats, &subject, &payloads[0]).await?;
     // The tokenizer is loaded and one pair cached: the service's own footprint.
     let rss_at_start = processes.pid("npcmem-enrich").and_then(super::rss::rss_kib).map(|(current, _)| current);
     let outcome = async {
@@ -169,6 +170,17 @@ async fn measure(
         }
         let (paced, achieved) = paced(nats, &subject, &payloads, args.paced_rate, args.seconds).await?;
         print_run(&format!("enrich, warm cache, paced at {} requests/s", args.paced_rate), &paced, achieved);
+        let (echo, echoed) =
+            echo_baseline(nats, common, scratch, &payloads, reply_bytes, args.paced_rate, args.seconds).await?;
+        print_run(
+            &format!(
+                "baseline: a responder in this process answering {reply_bytes} bytes at once, through the same NATS, \
+                 paced at {} requests/s",
+                args.paced_rate
+            ),
+            &echo,
+            echoed,
+        );
         let (sql, sql_rate) = sql_baseline(pool, &pairs, 8, args.seconds).await?;
         print_run("baseline: direct SQL read of the pair's memory rows and transcripts, 8 concurrent", &sql, sql_rate);
         if let Some(start) = rss_at_start {
@@ -189,13 +201,14 @@ async fn measure(
     outcome
 }
 
-async fn wait_for_responder(nats: &async_nats::Client, subject: &str, payload: &[u8]) -> anyhow::Result<()> {
+/// Waits for enrich's first answer; returns its size in bytes.
+async fn wait_for_responder(nats: &async_nats::Client, subject: &str, payload: &[u8]) -> anyhow::Result<usize> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match tokio::time::timeout(Duration::from_secs(2), nats.request(subject.to_owned(), payload.to_vec().into()))
             .await
         {
-            Ok(Ok(_)) => return Ok(()),
+            Ok(Ok(reply)) => return Ok(reply.payload.len()),
             _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
             _ => anyhow::bail!("npcmem-enrich did not answer within 60 s"),
         }
@@ -273,6 +286,38 @@ async fn closed_loop(
         merged.add(task.await??)?;
     }
     Ok((merged.clone(), merged.len() as f64 / started.elapsed().as_secs_f64()))
+}
+
+/// The floor under the paced run: the same requests at the same rate through the same
+/// NATS server, answered at once (with a reply of enrich's size) by a responder on a
+/// connection of its own; what the machine, NATS and this client cost without enrich.
+async fn echo_baseline(
+    nats: &async_nats::Client,
+    common: &CommonConfig,
+    scratch: &Scratch,
+    payloads: &Arc<Vec<Vec<u8>>>,
+    reply_bytes: usize,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<(Histogram<u64>, f64)> {
+    let responder = async_nats::connect(common.nats_url.as_str()).await?;
+    let subject = scratch.topology.subject("bench.echo");
+    let mut requests = responder.subscribe(subject.clone()).await?;
+    responder.flush().await?;
+    let reply: bytes::Bytes = vec![b' '; reply_bytes].into();
+    let answering = tokio::spawn({
+        let responder = responder.clone();
+        async move {
+            while let Some(request) = requests.next().await {
+                if let Some(inbox) = request.reply {
+                    let _ = responder.publish(inbox, reply.clone()).await;
+                }
+            }
+        }
+    });
+    let outcome = paced(nats, &subject, payloads, rate, seconds).await;
+    answering.abort();
+    outcome
 }
 
 /// A steady offered rate; latency measured from each request's own send.

@@ -216,3 +216,21 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn whitespace_collapses_and_tidy_text_is_borrowed() {
+    for (text, collapsed) in [
+        ("a b", "a b"),
+        ("", ""),
+        (" ", ""),
+        ("a  b", "a b"),
+        (" a b", "a b"),
+        ("a b ", "a b"),
+        ("a\nb", "a b"),
+        ("a\tb\r\n", "a b"),
+        ("é\u{a0}ü", "é ü"),
+    ] {
+        assert_eq!(collapse_whitespace(text), collapsed, "{text:?}");
+    }
+    assert!(matches!(collapse_whitespace("already tidy"), std::borrow::Cow::Borrowed(_)));
+}
