@@ -171,8 +171,8 @@ async fn a_question_in_other_words_finds_its_turn_through_the_embedder() {
     let server = EmbeddingServer::start().await;
     let args = server.args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let _ingest = env.spawn_ingest(&[]);
-    let _extract = env.spawn_extract(&args);
+    let ingest = env.spawn_ingest(&[]);
+    let extract = env.spawn_extract(&args);
     let pair = Pair::new();
     let conversations = record_history(&env, &pair).await;
     embedded(&env, conversations).await;
@@ -186,7 +186,7 @@ async fn a_question_in_other_words_finds_its_turn_through_the_embedder() {
     assert!(!recall_section(&reply).unwrap_or_default().contains(ANSWER), "lexical alone cannot: {reply}");
     lexical.stop().await;
 
-    let _enrich = env.spawn_enrich(&args);
+    let enrich = env.spawn_enrich(&args);
     let reply = env.request_json("enrich.request", &ask(&pair, QUESTION)).await;
     let recall = recall_section(&reply).unwrap_or_else(|| panic!("a recall section: {reply}"));
     assert!(recall.contains(ANSWER), "{recall}");
@@ -202,6 +202,10 @@ async fn a_question_in_other_words_finds_its_turn_through_the_embedder() {
         .await;
     assert_eq!(answer["turns"][0]["text"], ANSWER, "{answer}");
     assert_eq!(answer["degraded"], json!([]), "{answer}");
+    for service in [ingest, extract, enrich] {
+        service.stop().await;
+    }
+    env.cleanup().await;
 }
 
 #[tokio::test]
@@ -210,12 +214,12 @@ async fn an_embedder_down_or_slow_leaves_recall_lexical_and_named_in_degraded() 
     let server = EmbeddingServer::start().await;
     let args = server.args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let _ingest = env.spawn_ingest(&[]);
-    let _extract = env.spawn_extract(&args);
+    let ingest = env.spawn_ingest(&[]);
+    let extract = env.spawn_extract(&args);
     let pair = Pair::new();
     let conversations = record_history(&env, &pair).await;
     embedded(&env, conversations).await;
-    let _enrich = env.spawn_enrich(&args);
+    let enrich = env.spawn_enrich(&args);
     let lexical_question = "What happened near the old mill?";
 
     server.behaviour.failing.store(true, Ordering::SeqCst);
@@ -244,14 +248,18 @@ async fn an_embedder_down_or_slow_leaves_recall_lexical_and_named_in_degraded() 
     server.behaviour.delay_ms.store(0, Ordering::SeqCst);
     let reply = env.request_json("enrich.request", &ask(&pair, lexical_question)).await;
     assert_eq!(reply["degraded"], json!([]), "{reply}");
+    for service in [ingest, extract, enrich] {
+        service.stop().await;
+    }
+    env.cleanup().await;
 }
 
 #[tokio::test]
 async fn backfill_embeds_history_recorded_before_once_and_forget_removes_vectors() {
     let env = TestEnv::new().await;
     let server = EmbeddingServer::start().await;
-    let _ingest = env.spawn_ingest(&[]);
-    let _extract = env.spawn_extract(&[]);
+    let ingest = env.spawn_ingest(&[]);
+    let extract = env.spawn_extract(&[]);
     let pair = Pair::new();
     let conversations = record_history(&env, &pair).await;
     wait_until(WAIT, "every conversation extracted", || async {
@@ -292,4 +300,8 @@ async fn backfill_embeds_history_recorded_before_once_and_forget_removes_vectors
     npcmem_store::privacy::forget_player(&mut transaction, pair.player_id, Utc::now()).await.unwrap();
     transaction.commit().await.unwrap();
     assert_eq!(env.count("SELECT count(*) FROM conversation_embeddings").await, 0, "forgotten with the player");
+    for service in [ingest, extract] {
+        service.stop().await;
+    }
+    env.cleanup().await;
 }
