@@ -305,3 +305,36 @@ async fn backfill_embeds_history_recorded_before_once_and_forget_removes_vectors
     }
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn extraction_goes_on_while_a_slow_embedder_falls_behind_and_the_backfill_catches_up() {
+    let env = TestEnv::new().await;
+    let server = EmbeddingServer::start().await;
+    server.behaviour.delay_ms.store(3_000, Ordering::SeqCst);
+    let mut args = server.args();
+    args.extend(["--embed-queue-batches", "1", "--batch-size", "4"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ingest = env.spawn_ingest(&[]);
+    let extract = env.spawn_extract(&args);
+    let pair = Pair::new();
+    let conversations = record_history(&env, &pair).await;
+    wait_until(WAIT, "every conversation extracted", || async {
+        env.count("SELECT count(*) FROM conversations WHERE state = 'complete'").await >= conversations
+    })
+    .await;
+    // Eight batches or more of four, and each embedding call takes 3 s. Had extraction
+    // waited for the embedder, seven batches (28 conversations) would be embedded by now;
+    // it did not: one call in flight, one batch queued, the rest left for the backfill.
+    let embedded_by_extract = env.count("SELECT count(*) FROM conversation_embeddings").await;
+    assert!(embedded_by_extract <= 12, "{embedded_by_extract} of {conversations} embedded while extracting");
+    extract.stop().await;
+
+    server.behaviour.delay_ms.store(0, Ordering::SeqCst);
+    let mut backfill: Vec<String> = vec!["recall".into(), "backfill".into()];
+    backfill.extend(server.args());
+    let backfill: Vec<&str> = backfill.iter().map(String::as_str).collect();
+    npcmem(&env, &backfill).await.assert_ok();
+    assert_eq!(env.count("SELECT count(*) FROM conversation_embeddings").await, conversations);
+    ingest.stop().await;
+    env.cleanup().await;
+}

@@ -19,8 +19,6 @@ use npcmem_core::wire::{
     CacheInvalidate, ConversationEnded, ExtractJob, ExtractorKind, MemoryStored, NpcInfo, PlayerInfo, SCHEMA_VERSION,
     StoredMemory, TranscriptMessage,
 };
-use npcmem_llm::Embedder;
-use npcmem_service::embed::{EmbedFailure, embed_conversations};
 use npcmem_store::budgets::{self, NpcSettlement};
 use npcmem_store::conversations::{self, ClaimedConversation, MAX_EXTRACTION_ATTEMPTS};
 use npcmem_store::memories::{self, AuditEntry, NewMemory};
@@ -30,6 +28,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use crate::budget::budget_day;
+use crate::embedding::EmbedQueue;
 use crate::llm::{LlmExtractor, Prompt};
 use crate::metrics::ExtractMetrics;
 
@@ -45,8 +44,8 @@ pub struct ExtractHandler {
     llm: Option<Arc<LlmExtractor>>,
     /// How often jobs waiting on LLM calls tell JetStream they are still being worked on.
     progress_interval: Duration,
-    /// Recall's embedder and its batch size, when one is configured.
-    embedder: Option<(Embedder, usize)>,
+    /// Recall's embedding queue, when an embedder is configured.
+    embedding: Option<EmbedQueue>,
 }
 
 /// What a store wrote, for the metrics once it commits.
@@ -90,43 +89,12 @@ impl ExtractHandler {
     ) -> Self {
         // Three progress acks per ack_wait: one lost ack does not let the job be redelivered.
         let progress_interval = (ack_wait / 3).max(Duration::from_millis(100));
-        Self { pool, nats, topology, metrics, llm, progress_interval, embedder: None }
+        Self { pool, nats, topology, metrics, llm, progress_interval, embedding: None }
     }
 
-    pub fn with_embedder(mut self, embedder: Option<(Embedder, usize)>) -> Self {
-        self.embedder = embedder;
+    pub fn with_embedding(mut self, embedding: Option<EmbedQueue>) -> Self {
+        self.embedding = embedding;
         self
-    }
-
-    /// Gives the batch's conversations vectors for recall, after extraction committed
-    /// (a redelivered job embeds what a crash left undone). A failed embedding does not
-    /// fail the jobs: recall stays lexical for those turns until `npcmem recall backfill`.
-    async fn embed(&self, conversation_ids: &[Uuid]) {
-        let Some((embedder, batch)) = &self.embedder else {
-            return;
-        };
-        let work = async {
-            let mut connection = self.pool.acquire().await.map_err(StoreError::from)?;
-            let pending =
-                npcmem_store::recall::unembedded_of(&mut connection, embedder.model(), conversation_ids).await?;
-            drop(connection);
-            let pairs: Vec<(Uuid, Uuid)> = pending.iter().map(|c| (c.npc_id, c.player_id)).collect();
-            let turns = embed_conversations(&self.pool, embedder, pending, *batch).await?;
-            Ok::<_, EmbedFailure>((turns, pairs))
-        };
-        match work.await {
-            Ok((turns, pairs)) => {
-                self.metrics.embedded(turns);
-                // enrich may have cached these pairs between extraction's commit and now.
-                if !pairs.is_empty() {
-                    self.invalidate_caches(&pairs).await;
-                }
-            }
-            Err(error) => {
-                self.metrics.embed_failed();
-                warn!(%error, conversations = conversation_ids.len(), "embedding for recall failed; recall stays lexical for them");
-            }
-        }
     }
 
     /// The rules path: claim, extract on the blocking pool and store in one transaction
@@ -404,8 +372,10 @@ impl BatchHandler for ExtractHandler {
             None => self.handle_with_rules(&conversation_ids).await,
             Some(llm) => self.handle_with_llm(llm, &conversation_ids, batch).await,
         };
-        if outcome.is_ok() {
-            self.with_progress(batch, self.embed(&conversation_ids)).await;
+        if outcome.is_ok()
+            && let Some(embedding) = &self.embedding
+        {
+            embedding.offer(conversation_ids);
         }
         match outcome {
             Ok(exhausted) => {

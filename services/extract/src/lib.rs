@@ -7,6 +7,7 @@
 
 pub mod budget;
 pub mod config;
+pub mod embedding;
 pub mod handler;
 pub mod llm;
 pub mod metrics;
@@ -70,6 +71,21 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
     });
     let topology = context.topology.clone();
     let spec = topology.consumer(CONSUMER_EXTRACT, StreamKind::Jobs, topology.job_extract());
+    let (embedding, embed_task) = match embedder {
+        Some(embedder) => {
+            let worker = embedding::EmbedWorker {
+                pool: context.pool.clone(),
+                nats: context.nats.clone(),
+                topology: topology.clone(),
+                metrics: metrics.clone(),
+                embedder,
+                batch: config.embed.embed_batch,
+            };
+            let (queue, task) = embedding::EmbedQueue::start(worker, config.embed.embed_queue_batches);
+            (Some(queue), Some(task))
+        }
+        None => (None, None),
+    };
     let handler = handler::ExtractHandler::new(
         context.pool.clone(),
         context.nats.clone(),
@@ -78,7 +94,7 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
         llm.clone(),
         spec.ack_wait,
     )
-    .with_embedder(embedder.map(|embedder| (embedder, config.embed.embed_batch)));
+    .with_embedding(embedding);
     let jobs = ConsumerLoop {
         js: context.js.clone(),
         topology: topology.clone(),
@@ -91,6 +107,10 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
     let support = context.start_support(registry, DEFAULT_HTTP_ADDR, vec![jobs.spec.clone()], &shutdown).await?;
     let lease_returns = llm.is_some().then(|| tokio::spawn(budget.clone().run_returns(shutdown.subscribe())));
     jobs.run(consumer, shutdown.subscribe()).await;
+    // The handler, and with it the queue's sender, is gone: what is queued gets embedded.
+    if let Some(task) = embed_task {
+        task.finish().await;
+    }
     if let Some(task) = lease_returns {
         let _finished = task.await;
         // Every batch has settled: what is left of the lease goes back for other replicas.

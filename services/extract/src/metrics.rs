@@ -16,6 +16,7 @@ pub struct ExtractMetrics {
     llm_tokens: Counter,
     turns_embedded: Counter,
     embed_failures: Counter,
+    embed_skipped: Counter,
 }
 
 impl ExtractMetrics {
@@ -53,6 +54,11 @@ impl ExtractMetrics {
             "Batches whose embedding failed (recall stays lexical for them until `npcmem recall backfill`)",
             metrics.embed_failures.clone(),
         );
+        registry.register(
+            "npcmem_recall_embed_skipped",
+            "Conversations left unembedded because the embedder was behind (`npcmem recall backfill` embeds them)",
+            metrics.embed_skipped.clone(),
+        );
         metrics
     }
 
@@ -62,6 +68,10 @@ impl ExtractMetrics {
 
     pub fn embed_failed(&self) {
         self.embed_failures.inc();
+    }
+
+    pub fn embed_skipped(&self, conversations: usize) {
+        self.embed_skipped.inc_by(conversations as u64);
     }
 
     pub fn fallback(&self, reason: &str) {

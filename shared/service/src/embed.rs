@@ -45,6 +45,10 @@ pub struct EmbedArgs {
     /// Turns per embedding call.
     #[arg(long, env = "NPCMEM_EMBED_BATCH", default_value_t = 64)]
     pub embed_batch: usize,
+    /// Extract: committed batches waiting for the embedder, at most; beyond it a batch
+    /// is left for `npcmem recall backfill` (extraction never waits for the embedder).
+    #[arg(long, env = "NPCMEM_EMBED_QUEUE_BATCHES", default_value_t = 4)]
+    pub embed_queue_batches: usize,
 }
 
 /// Hand-written so the API key never reaches a log.
@@ -59,6 +63,7 @@ impl std::fmt::Debug for EmbedArgs {
             .field("embed_timeout_ms", &self.embed_timeout_ms)
             .field("embed_query_timeout_ms", &self.embed_query_timeout_ms)
             .field("embed_batch", &self.embed_batch)
+            .field("embed_queue_batches", &self.embed_queue_batches)
             .finish()
     }
 }
@@ -87,6 +92,9 @@ impl EmbedArgs {
         }
         if !(1..=2048).contains(&self.embed_batch) {
             return invalid("NPCMEM_EMBED_BATCH must be 1..=2048");
+        }
+        if !(1..=100_000).contains(&self.embed_queue_batches) {
+            return invalid("NPCMEM_EMBED_QUEUE_BATCHES must be 1..=100000");
         }
         Ok(())
     }
@@ -138,6 +146,7 @@ impl EmbedArgs {
             ("NPCMEM_EMBED_TIMEOUT_MS", self.embed_timeout_ms.to_string()),
             ("NPCMEM_EMBED_QUERY_TIMEOUT_MS", self.embed_query_timeout_ms.to_string()),
             ("NPCMEM_EMBED_BATCH", self.embed_batch.to_string()),
+            ("NPCMEM_EMBED_QUEUE_BATCHES", self.embed_queue_batches.to_string()),
         ];
         let optional = [
             ("NPCMEM_EMBED_BASE_URL", self.embed_base_url.clone()),
