@@ -22,6 +22,17 @@ impl Default for Pair {
 }
 
 /// A valid `conversation.ended` document with the given lines (player, npc alternating).
+/// A conversation of `pair` (with a new id) that started `days_ago` days ago and lasted
+/// five minutes.
+pub fn conversation_at(pair: &Pair, days_ago: i64, lines: &[&str]) -> (Uuid, Value) {
+    let id = Uuid::new_v4();
+    let mut document = conversation(id, pair, lines);
+    let started_at = Utc::now() - Duration::days(days_ago);
+    document["started_at"] = json!(started_at.to_rfc3339());
+    document["ended_at"] = json!((started_at + Duration::minutes(5)).to_rfc3339());
+    (id, document)
+}
+
 pub fn conversation(conversation_id: Uuid, pair: &Pair, lines: &[&str]) -> Value {
     let ended_at = Utc::now();
     let started_at = ended_at - Duration::minutes(3);

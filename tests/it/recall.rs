@@ -12,16 +12,6 @@ use uuid::Uuid;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A conversation of `pair` that started `days_ago` days ago and lasted five minutes.
-fn conversation_at(pair: &Pair, days_ago: i64, lines: &[&str]) -> (Uuid, Value) {
-    let id = Uuid::new_v4();
-    let mut document = fixtures::conversation(id, pair, lines);
-    let started_at = Utc::now() - TimeDelta::days(days_ago);
-    document["started_at"] = json!(started_at.to_rfc3339());
-    document["ended_at"] = json!((started_at + TimeDelta::minutes(5)).to_rfc3339());
-    (id, document)
-}
-
 async fn publish_all(env: &TestEnv, documents: &[(Uuid, Value)]) {
     for (id, document) in documents {
         env.publish(&env.subject("conversation.ended"), fixtures::bytes(document), Some(&id.to_string())).await;
@@ -52,17 +42,17 @@ async fn something_said_thirty_conversations_ago_in_other_words_is_recalled_and_
     let ingest = env.spawn_ingest(&[]);
     let enrich = env.spawn_enrich(&[]);
     let pair = Pair::new();
-    let mut documents = vec![conversation_at(
+    let mut documents = vec![fixtures::conversation_at(
         &pair,
         95,
         &["My brother Tomas went missing near the old mill.", "I will keep my ears open for news of him."],
     )];
     for days_ago in (1..=30).rev() {
-        documents.push(conversation_at(&pair, days_ago * 3, &SMALL_TALK));
+        documents.push(fixtures::conversation_at(&pair, days_ago * 3, &SMALL_TALK));
     }
     // The same NPC, another player: nothing of theirs may reach this pair's prompt.
     let other = Pair { npc_id: pair.npc_id, player_id: Uuid::new_v4() };
-    documents.push(conversation_at(&other, 10, &["My sister Lina vanished by the mills too.", "Sad times."]));
+    documents.push(fixtures::conversation_at(&other, 10, &["My sister Lina vanished by the mills too.", "Sad times."]));
     publish_all(&env, &documents).await;
     recorded(&env, 32).await;
 
@@ -108,7 +98,7 @@ async fn ages_follow_the_conversations_own_time_for_memories_turns_and_summaries
     let enrich = env.spawn_enrich(&[]);
     let pair = Pair::new();
     // A backfilled conversation from three weeks ago: a trade the rules extractor keeps.
-    let (id, document) = conversation_at(
+    let (id, document) = fixtures::conversation_at(
         &pair,
         22,
         &["I need a sword.", "Fifty gold for a fine blade.", "Deal, here is the gold.", "Pleasure doing business."],
@@ -144,7 +134,7 @@ async fn the_budget_is_never_exceeded_and_no_section_with_content_is_dropped_whi
     let mut documents = Vec::new();
     for i in 0..40 {
         let line = format!("The harvest festival {i} had lanterns, music and a sword dance by the river.");
-        documents.push(conversation_at(
+        documents.push(fixtures::conversation_at(
             &pair,
             60 - i,
             &["I need a sword.", "Fifty gold for a fine blade.", &line, "The festival was grand that year."],
@@ -208,7 +198,7 @@ async fn query_recall_filters_by_time_speaker_and_limit_as_the_ledger_holds_them
         .map(|i| {
             let player_line = format!("I lost my amulet number {i} near the well.");
             let npc_line = format!("Amulet {i}? I saw a crow with something shiny.");
-            conversation_at(&pair, 50 - i * 10, &[&player_line, &npc_line, "Thanks.", "Farewell."])
+            fixtures::conversation_at(&pair, 50 - i * 10, &[&player_line, &npc_line, "Thanks.", "Farewell."])
         })
         .collect();
     publish_all(&env, &documents).await;

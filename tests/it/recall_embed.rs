@@ -14,11 +14,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{TimeDelta, Utc};
+use chrono::Utc;
 use npcmem_tests::fixtures::{self, Pair};
-use npcmem_tests::{TestEnv, wait_until};
+use npcmem_tests::{InProcessService, TestEnv, wait_until};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::cli::npcmem;
 
@@ -116,25 +115,16 @@ async fn answer(State(behaviour): State<Arc<Behaviour>>, Json(body): Json<Value>
     Json(json!({"object": "list", "model": MODEL, "data": data})).into_response()
 }
 
-fn conversation_at(pair: &Pair, days_ago: i64, lines: &[&str]) -> (Uuid, Value) {
-    let id = Uuid::new_v4();
-    let mut document = fixtures::conversation(id, pair, lines);
-    let started_at = Utc::now() - TimeDelta::days(days_ago);
-    document["started_at"] = json!(started_at.to_rfc3339());
-    document["ended_at"] = json!((started_at + TimeDelta::minutes(5)).to_rfc3339());
-    (id, document)
-}
-
 /// 30 conversations of small talk, and one 95 days ago where the player said the line
 /// the tests ask about in other words.
 async fn record_history(env: &TestEnv, pair: &Pair) -> i64 {
-    let mut documents = vec![conversation_at(
+    let mut documents = vec![fixtures::conversation_at(
         pair,
         95,
         &["My sibling vanished near the old mill last spring.", "I will keep my ears open."],
     )];
     for days_ago in (1..=30).rev() {
-        documents.push(conversation_at(
+        documents.push(fixtures::conversation_at(
             pair,
             days_ago * 3,
             &["Good morning, how is the forge today?", "Hot as ever. Buying or browsing?"],
@@ -146,11 +136,28 @@ async fn record_history(env: &TestEnv, pair: &Pair) -> i64 {
     documents.len() as i64
 }
 
-async fn embedded(env: &TestEnv, conversations: i64) {
+/// The embedder, ingest and extract running with it, and one pair's history embedded.
+struct History {
+    server: EmbeddingServer,
+    args: Vec<String>,
+    ingest: InProcessService,
+    extract: InProcessService,
+    pair: Pair,
+    conversations: i64,
+}
+
+async fn embedded_history(env: &TestEnv) -> History {
+    let server = EmbeddingServer::start().await;
+    let args = server.args();
+    let ingest = env.spawn_ingest(&[]);
+    let extract = env.spawn_extract(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let pair = Pair::new();
+    let conversations = record_history(env, &pair).await;
     wait_until(WAIT, "every conversation embedded", || async {
         env.count("SELECT count(*) FROM conversation_embeddings").await >= conversations
     })
     .await;
+    History { server, args, ingest, extract, pair, conversations }
 }
 
 fn ask(pair: &Pair, message: &str) -> Value {
@@ -168,14 +175,8 @@ const ANSWER: &str = "My sibling vanished near the old mill last spring.";
 #[tokio::test]
 async fn a_question_in_other_words_finds_its_turn_through_the_embedder() {
     let env = TestEnv::new().await;
-    let server = EmbeddingServer::start().await;
-    let args = server.args();
+    let History { server: _server, args, ingest, extract, pair, conversations } = embedded_history(&env).await;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ingest = env.spawn_ingest(&[]);
-    let extract = env.spawn_extract(&args);
-    let pair = Pair::new();
-    let conversations = record_history(&env, &pair).await;
-    embedded(&env, conversations).await;
     let rows =
         env.count("SELECT count(*) FROM conversation_embeddings WHERE model = 'synonyms-16' AND dims = 16").await;
     assert_eq!(rows, conversations, "one row per conversation, of the configured model");
@@ -211,14 +212,8 @@ async fn a_question_in_other_words_finds_its_turn_through_the_embedder() {
 #[tokio::test]
 async fn an_embedder_down_or_slow_leaves_recall_lexical_and_named_in_degraded() {
     let env = TestEnv::new().await;
-    let server = EmbeddingServer::start().await;
-    let args = server.args();
+    let History { server, args, ingest, extract, pair, .. } = embedded_history(&env).await;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let ingest = env.spawn_ingest(&[]);
-    let extract = env.spawn_extract(&args);
-    let pair = Pair::new();
-    let conversations = record_history(&env, &pair).await;
-    embedded(&env, conversations).await;
     let enrich = env.spawn_enrich(&args);
     let lexical_question = "What happened near the old mill?";
 
