@@ -3,6 +3,7 @@
 
 mod decay;
 mod enrich;
+mod extract;
 mod gossip;
 mod ingest;
 mod load;
@@ -40,6 +41,10 @@ pub enum Scenario {
     /// Gossip tick duration and exchanges/s over 100,000 NPCs in 10,000 rooms, and the
     /// pair-queue rebuild after 1,000 moves.
     Gossip(gossip::GossipBenchArgs),
+    /// Precision and recall per kind of the rules extractor on the labelled set in
+    /// data/extraction, and false event memories per 500 real everyday chats, beside a
+    /// keyword baseline.
+    Extract(extract::ExtractBenchArgs),
     /// Evidence recall of enrich's context on real multi-session human chats, beside plain
     /// BM25 over the raw turns and the most recent turns, at the same token budgets.
     Recall(recall::RecallBenchArgs),
@@ -54,6 +59,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Enrich(args) => enrich::run(common, args).await,
         Scenario::Gossip(args) => gossip::run(common, args).await,
         Scenario::Recall(args) => recall::run(common, args).await,
+        Scenario::Extract(args) => extract::run(args).await,
     }
 }
 

@@ -150,6 +150,21 @@ pub fn build(corpus: &[u8], selection: &Selection, now: DateTime<Utc>) -> anyhow
     Ok(Benchmark { pairs, probes })
 }
 
+/// The corpus's two-person chats in their file order (chat ids sorted), each as turns
+/// whose first speaker plays the player: everyday talk for counting false memories.
+pub fn everyday_chats(corpus: &[u8], limit: usize) -> anyhow::Result<Vec<Session>> {
+    let chats: BTreeMap<String, RawChat> = serde_json::from_slice(corpus)?;
+    Ok(chats
+        .values()
+        .filter_map(|chat| {
+            let player = &chat.messages.first()?.first()?.sender;
+            session(chat, player)
+        })
+        .filter(|session| session.turns.len() >= 2)
+        .take(limit)
+        .collect())
+}
+
 fn session(chat: &RawChat, player: &str) -> Option<Session> {
     let turns: Vec<(bool, String)> = chat
         .messages

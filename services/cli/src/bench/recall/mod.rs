@@ -7,7 +7,7 @@
 //! that fit and, with an embedder configured (the services get the same settings), the
 //! embedder alone ranking the raw turns by similarity to the question.
 
-mod corpus;
+pub mod corpus;
 mod score;
 
 use std::collections::BTreeMap;
