@@ -30,6 +30,10 @@ pub struct ExtractBenchArgs {
     /// Everyday chats to run through the extractor.
     #[arg(long, default_value_t = 500)]
     everyday: usize,
+    /// Everyday chats passed over first. The first 500 are the measure: look at a later
+    /// slice when tuning rules (e.g. `--everyday-skip 1000`).
+    #[arg(long, default_value_t = 0)]
+    everyday_skip: usize,
 }
 
 /// The kinds that are events: on everyday chat, every one found is false.
@@ -110,22 +114,35 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
     let corpus = std::fs::read(&args.corpus).with_context(|| {
         format!("cannot read the corpus at {} (fetch it with deploy/local/fetch-corpus)", args.corpus.display())
     })?;
-    let chats = corpus::everyday_chats(&corpus, args.everyday)?;
+    let chats = corpus::everyday_chats(&corpus, args.everyday_skip + args.everyday)?;
+    let chats = &chats[args.everyday_skip.min(chats.len())..];
     let conversations: Vec<ConversationEnded> = chats
         .iter()
         .map(|chat| {
             conversation("Sam", "Brom", None, chat.turns.iter().map(|(is_player, text)| (*is_player, text.as_str())))
         })
         .collect();
-    println!("\neveryday chats (BYU Chit-Chat, first {}): every event memory is a false one", conversations.len());
+    println!(
+        "\neveryday chats (BYU Chit-Chat, {} from number {}): every event memory is a false one",
+        conversations.len(),
+        args.everyday_skip
+    );
     for (name, system) in &systems {
         let started = Instant::now();
-        let events: usize =
-            conversations.iter().map(|c| system(c).into_iter().filter(|kind| EVENT_KINDS.contains(kind)).count()).sum();
+        let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+        for conversation in &conversations {
+            for kind in system(conversation).into_iter().filter(|kind| EVENT_KINDS.contains(kind)) {
+                *by_kind.entry(kind).or_default() += 1;
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        let events: usize = by_kind.values().sum();
+        let kinds: Vec<String> = by_kind.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
         println!(
-            "  {name}: {events} event memories ({:.1} per 500 chats), {:.0} conversations/s on one core",
+            "  {name}: {events} event memories ({:.1} per 500 chats: {}), {:.0} conversations/s on one core",
             events as f64 * 500.0 / conversations.len().max(1) as f64,
-            conversations.len() as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            kinds.join(", "),
+            conversations.len() as f64 / seconds
         );
     }
     Ok(())
