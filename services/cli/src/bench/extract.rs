@@ -108,6 +108,24 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
             }
             table.row(row);
         }
+        for (label, kinds) in [("all events", &EVENT_KINDS[..]), ("all facts", &FACT_KINDS[..])] {
+            let labelled: usize =
+                set.iter().map(|(_, expected)| kinds.iter().filter(|k| expected.contains(**k)).count()).sum();
+            let mut row = vec![label.to_owned(), labelled.to_string()];
+            for system in &scores {
+                let total = kinds.iter().fold(Score::default(), |total, kind| {
+                    let score = system.get(kind).copied().unwrap_or_default();
+                    Score {
+                        true_positives: total.true_positives + score.true_positives,
+                        false_positives: total.false_positives + score.false_positives,
+                        false_negatives: total.false_negatives + score.false_negatives,
+                    }
+                });
+                row.push(ratio(total.true_positives, total.true_positives + total.false_positives));
+                row.push(ratio(total.true_positives, total.true_positives + total.false_negatives));
+            }
+            table.row(row);
+        }
         table.write(&mut std::io::stdout())?;
     }
 
