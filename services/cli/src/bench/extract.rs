@@ -34,6 +34,10 @@ pub struct ExtractBenchArgs {
     /// slice when tuning rules (e.g. `--everyday-skip 1000`).
     #[arg(long, default_value_t = 0)]
     everyday_skip: usize,
+    /// Print every memory the rules extractor keeps of the everyday chats (for tuning, on
+    /// a slice apart from the measured one).
+    #[arg(long)]
+    show: bool,
 }
 
 /// The kinds that are events: on everyday chat, every one found is false.
@@ -140,6 +144,13 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
             conversation("Sam", "Brom", None, chat.turns.iter().map(|(is_player, text)| (*is_player, text.as_str())))
         })
         .collect();
+    if args.show {
+        for (number, conversation) in conversations.iter().enumerate() {
+            for memory in rules.extract(conversation) {
+                println!("chat {}: [{}] {}", args.everyday_skip + number, memory.tags.join(","), memory.content);
+            }
+        }
+    }
     println!(
         "\neveryday chats (BYU Chit-Chat, {} from number {}): every event memory is a false one",
         conversations.len(),
