@@ -142,6 +142,9 @@ const PARTS: [&str; 6] = ["relationship", "working_memory", "memory", "knowledge
 /// the next request tries again.
 const BACKGROUND_LIMIT: Duration = Duration::from_secs(10);
 
+/// A load in flight: its progress, and the invalidation mark it started from.
+type InflightLoad = (watch::Receiver<Loading>, u64);
+
 /// A load's progress: the parts so far and how many have settled (arrived or failed).
 #[derive(Debug, Clone, Default)]
 struct Loading {
@@ -162,7 +165,8 @@ pub struct Loader {
     pub model: Option<Arc<str>>,
     pub metrics: EnrichMetrics,
     pub invalidations: Arc<Invalidations>,
-    inflight: Arc<Mutex<HashMap<Pair, watch::Receiver<Loading>>>>,
+    /// Each pair's load in flight, and the invalidation mark it started from.
+    inflight: Arc<Mutex<HashMap<Pair, InflightLoad>>>,
 }
 
 impl Loader {
@@ -210,27 +214,32 @@ impl Loader {
 
     fn join_or_start(&self, pair: Pair, now: DateTime<Utc>) -> watch::Receiver<Loading> {
         let mut inflight = self.inflight.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // A load whose task is gone (it panicked) is not joined: this request starts anew.
-        if let Some(progress) = inflight.get(&pair)
+        // Not joined: a load whose task is gone (it panicked), and one that began before
+        // a write to the pair (it may miss the write; this request starts anew).
+        if let Some((progress, since)) = inflight.get(&pair)
             && progress.has_changed().is_ok()
+            && !self.invalidations.touched_since(*since, pair)
         {
             return progress.clone();
         }
+        let since = self.invalidations.now();
         let (sender, progress) = watch::channel(Loading::default());
-        inflight.insert(pair, progress.clone());
+        inflight.insert(pair, (progress.clone(), since));
         drop(inflight);
         let loader = self.clone();
         tokio::spawn(async move {
-            let since = loader.invalidations.now();
+            // Dropped last, even on a panic: the pair's entry goes with the load.
+            let _entry = InflightEntry { loader: &loader, pair, sender: &sender };
             loader.load(pair, now, &sender).await;
             let data = sender.borrow().data.clone();
             // A write during the load may be missing from it: the next request reloads.
             if data.present().into_iter().all(|present| present) && !loader.invalidations.touched_since(since, pair) {
                 loader.cache.insert(pair, Arc::new(data)).await;
-            }
-            let mut inflight = loader.inflight.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if inflight.get(&pair).is_some_and(|current| current.same_channel(&sender.subscribe())) {
-                inflight.remove(&pair);
+                // An invalidation recorded between the check and the insert may have run
+                // before the entry existed: look again (one recorded later removes it).
+                if loader.invalidations.touched_since(since, pair) {
+                    loader.cache.invalidate(&pair).await;
+                }
             }
         });
         progress
@@ -275,6 +284,23 @@ impl Loader {
             settle(sender, mood, |data, part| data.mood = Some(part)),
             settle(sender, recall, |data, part| data.recall = Some(part)),
         );
+    }
+}
+
+/// Removes a finished load's entry from the in-flight map, unless a newer load of the
+/// pair has replaced it.
+struct InflightEntry<'a> {
+    loader: &'a Loader,
+    pair: Pair,
+    sender: &'a watch::Sender<Loading>,
+}
+
+impl Drop for InflightEntry<'_> {
+    fn drop(&mut self) {
+        let mut inflight = self.loader.inflight.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if inflight.get(&self.pair).is_some_and(|(current, _)| current.same_channel(&self.sender.subscribe())) {
+            inflight.remove(&self.pair);
+        }
     }
 }
 

@@ -64,7 +64,14 @@ impl EmbedQueue {
                     "the embedder is behind; these conversations wait for `npcmem recall backfill`"
                 );
             }
-            Err(TrySendError::Closed(_)) => {}
+            // Only when the task has died (it panicked): nothing is embedded any more.
+            Err(TrySendError::Closed(skipped)) => {
+                self.metrics.embed_skipped(skipped.len());
+                tracing::error!(
+                    conversations = skipped.len(),
+                    "the embedding task has stopped; `npcmem recall backfill` embeds what extract leaves"
+                );
+            }
         }
     }
 }
@@ -73,9 +80,13 @@ impl EmbedTask {
     /// Waits (at most DRAIN_LIMIT) for the queued batches once the queue is dropped.
     pub async fn finish(self) {
         let mut handle = self.0;
-        if tokio::time::timeout(DRAIN_LIMIT, &mut handle).await.is_err() {
-            handle.abort();
-            warn!("embedding stopped with batches queued; `npcmem recall backfill` embeds them");
+        match tokio::time::timeout(DRAIN_LIMIT, &mut handle).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::error!(%error, "the embedding task failed"),
+            Err(_) => {
+                handle.abort();
+                warn!("embedding stopped with batches queued; `npcmem recall backfill` embeds them");
+            }
         }
     }
 }
@@ -83,7 +94,15 @@ impl EmbedTask {
 impl EmbedWorker {
     async fn run(self, mut receiver: mpsc::Receiver<Vec<Uuid>>) {
         while let Some(conversation_ids) = receiver.recv().await {
-            self.embed(&conversation_ids).await;
+            // A batch that panics must not end embedding for the rest of the process.
+            let embedding = std::panic::AssertUnwindSafe(self.embed(&conversation_ids));
+            if futures::FutureExt::catch_unwind(embedding).await.is_err() {
+                self.metrics.embed_failed();
+                tracing::error!(
+                    conversations = conversation_ids.len(),
+                    "embedding a batch panicked; the backfill embeds it"
+                );
+            }
         }
     }
 
