@@ -537,9 +537,13 @@ impl RulesExtractor {
         let enemy = lines.iter().find_map(|line| {
             self.word.find_iter(&line.lower).map(|m| m.as_str()).find(|w| ENEMIES.contains(w)).map(str::to_string)
         });
-        let fighting =
-            lines.iter().any(|line| self.combat_verb.find_iter(&line.lower).any(|m| !negated(&line.lower, m.start())));
-        if !fighting {
+        // A fight that happened: a past-tense fighting verb, not "fight" talked about.
+        let fought = lines.iter().any(|line| {
+            self.combat_verb
+                .find_iter(&line.lower)
+                .any(|m| COMBAT_PAST.contains(&m.as_str()) && !negated(&line.lower, m.start()))
+        });
+        if !fought {
             return None;
         }
         let together = lines.iter().any(|line| self.together.is_match(&line.lower));
@@ -547,11 +551,9 @@ impl RulesExtractor {
             (Some(enemy), true) => {
                 (format!("{player} fought the {enemy} alongside me"), 0.7, EmotionalValence::Positive, 0.6)
             }
-            (Some(enemy), false) => {
-                (format!("{player} and I talked about fighting the {enemy}"), 0.4, EmotionalValence::Neutral, 0.3)
-            }
             (None, true) => (format!("{player} fought alongside me"), 0.6, EmotionalValence::Positive, 0.5),
-            (None, false) => return None,
+            // Fighting talked of without the player at the NPC's side is not a shared fight.
+            (_, false) => return None,
         };
         let mut tags = vec!["combat".to_string()];
         if let Some(enemy) = enemy {
@@ -604,9 +606,12 @@ impl RulesExtractor {
     }
 
     fn promise(&self, lines: &[Line<'_>], player: &str) -> Option<Finding> {
+        // "I swear this always happens" swears to nothing: a promise commits to something.
         let line = Self::player_lines(lines).find(|line| {
-            self.promise.find_iter(&line.lower).any(|m| !negated(&line.lower, m.start()))
-                && !self.secret.is_match(&line.lower)
+            self.promise.captures_iter(&line.lower).any(|c| {
+                let start = c.get(0).map_or(0, |m| m.start());
+                !negated(&line.lower, start) && commits(&line.lower, start, c.get(1).map_or("", |m| m.as_str()))
+            }) && !self.secret.is_match(&line.lower)
         })?;
         Some(Finding {
             tags: vec!["promise".to_string()],
@@ -636,6 +641,27 @@ impl RulesExtractor {
             intensity: 0.4,
         })
     }
+}
+
+/// Combat verbs that say a fight happened.
+const COMBAT_PAST: &[&str] =
+    &["fought", "attacked", "killed", "slew", "drove them off", "defended", "ambushed", "raided", "cleared out"];
+
+/// Whether the sentence around "I promise" / "I swear" (the vow at `start` of `lower`)
+/// commits the speaker to something; "you have my word" and "on my honour" always do.
+fn commits(lower: &str, start: usize, vow: &str) -> bool {
+    if !(vow == "i promise" || vow == "i swear") {
+        return true;
+    }
+    let from = lower[..start].rfind(['.', '!', '?']).map_or(0, |end| end + 1);
+    let to = lower[start..].find(['.', '!', '?']).map_or(lower.len(), |end| start + end);
+    let sentence = &lower[from..to];
+    let after = lower[start + vow.len()..to].trim_start_matches([',', ':', ' ']);
+    const COMMITMENTS: &[&str] =
+        &["i will", "i'll", "i shall", "i won't", "i will not", "i'd never", "never", "not to", "you will", "you'll"];
+    after.is_empty()
+        || (after.starts_with("to ") && !after.starts_with("to god"))
+        || COMMITMENTS.iter().any(|commitment| sentence.contains(commitment))
 }
 
 fn unreachable_trade(player: &str) -> String {
@@ -830,5 +856,38 @@ mod tests {
                 prop_assert!(!memory.tags.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn a_vow_commits_only_when_it_binds_the_speaker_to_something() {
+        let vow = |text: &str| {
+            let lower = text.to_lowercase();
+            let start = lower.find("i promise").or_else(|| lower.find("i swear")).expect("a vow");
+            let which = if lower[start..].starts_with("i promise") { "i promise" } else { "i swear" };
+            commits(&lower, start, which)
+        };
+        assert!(vow("I promise I will bring it back."));
+        assert!(vow("I'll be back by noon, I promise."));
+        assert!(vow("I promise not to tell."));
+        assert!(vow("I swear to return it"));
+        assert!(!vow("I swear this always happens."));
+        assert!(!vow("I swear to god it was huge"));
+        assert!(!vow("i swear i'm turning into my mother"));
+        assert!(commits("you have my word", 0, "you have my word"));
+    }
+
+    #[test]
+    fn fighting_talked_of_is_not_a_fight_that_happened() {
+        let extractor = RulesExtractor::new();
+        let talk = conversation(&[
+            (Speaker::Player, "If bandits came I'd fight them alongside you."),
+            (Speaker::Npc, "Let's hope it never comes to that."),
+        ]);
+        assert!(extractor.extract(&talk).iter().all(|m| !m.tags.contains(&"combat".to_string())));
+        let fought = conversation(&[
+            (Speaker::Player, "We fought the wolves together at the mill."),
+            (Speaker::Npc, "Aye, you stood with me."),
+        ]);
+        assert!(extractor.extract(&fought).iter().any(|m| m.tags.contains(&"combat".to_string())));
     }
 }
