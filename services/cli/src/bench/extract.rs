@@ -35,7 +35,7 @@ pub struct ExtractBenchArgs {
     #[arg(long, default_value_t = 0)]
     everyday_skip: usize,
     /// Print every memory the rules extractor keeps of the everyday chats (for tuning, on
-    /// a slice apart from the measured one).
+    /// a slice apart from the measured one), and the tuning conversations it gets wrong.
     #[arg(long)]
     show: bool,
 }
@@ -99,6 +99,21 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         let set = load_part(&args.data.join(part))?;
         let expected: usize = set.iter().map(|(_, kinds)| kinds.len()).sum();
         println!("\n{part}: {} conversations, {expected} labelled memories", set.len());
+        // Never for the held-out part: it must not be read while tuning.
+        if args.show && part == "tuning" {
+            for (conversation, expected) in &set {
+                let found = rules_kinds(rules, conversation);
+                let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+                if found != expected {
+                    let opening: String =
+                        conversation.messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>().join(" | ");
+                    println!(
+                        "  expected {expected:?}, rules {found:?}: {}",
+                        opening.chars().take(160).collect::<String>()
+                    );
+                }
+            }
+        }
         let mut table = crate::table::Table::new(&["kind", "labelled", "rules P", "rules R", "keyword P", "keyword R"]);
         let scores: Vec<BTreeMap<&str, Score>> =
             systems.iter().map(|(_, system)| score(&set, |conversation| system(conversation))).collect();
