@@ -11,7 +11,7 @@ use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
 use npcmem_core::extraction::ExtractedMemory;
 use npcmem_core::extraction::prompt::extraction_messages;
 use npcmem_core::extraction::rules::RulesExtractor;
-use npcmem_core::extraction::safety::{SafetyContext, SafetyFilter};
+use npcmem_core::extraction::safety::{SafetyContext, SafetyFilter, reason};
 use npcmem_core::memory::{MemoryType, SafetyFlag, SalienceInputs, compute_salience, round3};
 use npcmem_core::tokens::count_chat_tokens;
 use npcmem_core::validate::{ReasonCode, decode_message};
@@ -311,6 +311,9 @@ impl ExtractHandler {
                     });
                 }
             }
+            if let Some(entry) = unremembered_attempt(extraction) {
+                audit.push(entry);
+            }
             events.push(memory_stored_event(&self.topology, extraction));
         }
         memories::insert_batch(&mut *transaction, &rows).await?;
@@ -342,6 +345,32 @@ impl ExtractHandler {
             .collect();
         publish::invalidate_caches(&self.nats, &self.topology, &messages).await;
     }
+}
+
+/// An audit entry for a manipulation attempt in the player's lines that no stored memory
+/// carries as `suspect` (an attempt that yields no memory would otherwise leave no trace).
+/// Its `memory_id` is derived from the conversation and names no memory.
+fn unremembered_attempt(extraction: &Extraction) -> Option<AuditEntry> {
+    if extraction.memories.iter().any(|reviewed| reviewed.flag == SafetyFlag::Suspect) {
+        return None;
+    }
+    let claim = &extraction.claim;
+    let messages = claim.transcript.as_array()?;
+    let player_lines =
+        messages.iter().filter(|message| message["speaker"] == "player").filter_map(|message| message["text"].as_str());
+    let (line, names) = SafetyFilter::shared().find_manipulation(player_lines)?;
+    let mut reasons: Vec<String> = names.iter().map(|name| format!("{}{name}", reason::MANIPULATION_PREFIX)).collect();
+    reasons.push(reason::NO_MEMORY.to_owned());
+    Some(AuditEntry {
+        memory_id: Uuid::new_v5(&claim.conversation_id, b"manipulation-attempt"),
+        npc_id: claim.npc_id,
+        player_id: claim.player_id,
+        conversation_id: claim.conversation_id,
+        content: line.chars().take(500).collect(),
+        reasons,
+        safety_flag: SafetyFlag::Suspect.as_str(),
+        original_importance: 0.0,
+    })
 }
 
 impl BatchHandler for ExtractHandler {

@@ -31,6 +31,8 @@ pub mod reason {
     pub const MANIPULATION_PREFIX: &str = "manipulation:";
     /// A defamatory reference to another player was replaced.
     pub const OTHER_PLAYER_REFERENCE: &str = "other_player_reference";
+    /// A manipulation attempt that no stored memory carries (the row names no memory).
+    pub const NO_MEMORY: &str = "no_memory";
 }
 
 /// Heuristics for prompt injection (seed `_detect_manipulation` plus common injection
@@ -224,6 +226,18 @@ impl SafetyFilter {
 
         debug_assert_eq!(flag == SafetyFlag::Suspect, !manipulation_names.is_empty());
         SafetyOutcome { memory, flag, reasons }
+    }
+
+    /// The first of `lines` (a player's, as said) that attempts manipulation, and the
+    /// patterns it matches: the attempt is audited even when no memory results.
+    pub fn find_manipulation<'a>(
+        &self,
+        lines: impl IntoIterator<Item = &'a str>,
+    ) -> Option<(&'a str, Vec<&'static str>)> {
+        lines.into_iter().find_map(|line| {
+            let names = self.manipulation_names(line, &[]);
+            (!names.is_empty()).then_some((line, names))
+        })
     }
 
     /// The names of the manipulation patterns that match the content or the tags (with
