@@ -137,7 +137,7 @@ async fn the_budget_is_never_exceeded_and_no_section_with_content_is_dropped_whi
         documents.push(fixtures::conversation_at(
             &pair,
             60 - i,
-            &["I need a sword.", "Fifty gold for a fine blade.", &line, "The festival was grand that year."],
+            &["I'll buy a sword.", "Fifty gold for a fine blade.", &line, "The festival was grand that year."],
         ));
     }
     publish_all(&env, &documents).await;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use chrono::Utc;
-use npcmem_core::extraction::rules::RulesExtractor;
+use npcmem_core::extraction::rules::{Kind, RulesExtractor};
 use npcmem_core::redact::PiiRedactor;
 use npcmem_core::wire::{ConversationEnded, NpcInfo, PlayerInfo, Speaker, TranscriptMessage};
 use serde::Deserialize;
@@ -161,8 +161,14 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         .collect();
     if args.show {
         for (number, conversation) in conversations.iter().enumerate() {
-            for memory in rules.extract(conversation) {
-                println!("chat {}: [{}] {}", args.everyday_skip + number, memory.tags.join(","), memory.content);
+            for finding in rules.findings(conversation).iter().filter(|f| f.kind.is_event()) {
+                println!(
+                    "chat {}: [{}] {} (from: {})",
+                    args.everyday_skip + number,
+                    finding.kind.as_str(),
+                    finding.content,
+                    finding.evidence
+                );
             }
         }
     }
@@ -277,24 +283,14 @@ fn ratio(hits: usize, of: usize) -> String {
     if of == 0 { "-".to_owned() } else { format!("{:.0} % ({hits}/{of})", 100.0 * hits as f64 / of as f64) }
 }
 
-/// The kinds of what the rules extractor keeps, by its tags.
+/// The kinds of what the rules extractor keeps.
 fn rules_kinds(rules: &RulesExtractor, conversation: &ConversationEnded) -> BTreeSet<&'static str> {
-    const BY_TAG: [(&str, &str); 10] = [
-        ("heroic", "rescue"),
-        ("trade", "trade"),
-        ("gift", "gift"),
-        ("helpful", "help"),
-        ("combat", "combat"),
-        ("threat", "threat"),
-        ("insult", "insult"),
-        ("betrayal", "betrayal"),
-        ("promise", "promise"),
-        ("secret", "secret"),
-    ];
     rules
         .extract(conversation)
         .iter()
-        .filter_map(|memory| BY_TAG.iter().find(|(tag, _)| memory.tags.iter().any(|t| t == tag)).map(|(_, kind)| *kind))
+        .filter_map(|memory| memory.tags.first())
+        .filter_map(|tag| Kind::parse(tag))
+        .map(Kind::as_str)
         .collect()
 }
 

@@ -1,0 +1,1011 @@
+//! Events: what happened between the player and the NPC in this conversation, each only
+//! where a sentence carries the evidence, with who did it to whom and how severe it was.
+
+use regex::Regex;
+
+use super::lexicon::{ENEMIES, ITEM_ADJECTIVES, ITEMS};
+use super::text::Sentence;
+use super::{Finding, Kind, Party, Scene, Severity, compile, negated, quote};
+use crate::memory::EmotionalValence;
+use crate::wire::Speaker;
+
+const NUMBER: &str = "\\d{1,6}|a hundred|a thousand|one|two|three|four|five|six|seven|eight|nine|ten|eleven|\
+                      twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|\
+                      fifty|sixty|seventy|eighty|ninety|hundred|thousand";
+const CURRENCY: &str = "gold|silver|copper|coppers|pennies|penny|pence|crowns?|marks?|coins?|farthings?|gp|sp|cp|\
+                        shillings?|sovereigns?|ducats?|florins?|nobles?|groats?";
+const INSULT_NOUNS: &[&str] = &[
+    "fool",
+    "idiot",
+    "cheat",
+    "cow",
+    "hag",
+    "oaf",
+    "wretch",
+    "scum",
+    "pig",
+    "swine",
+    "rat",
+    "liar",
+    "fraud",
+    "crook",
+    "moron",
+    "imbecile",
+    "dimwit",
+    "halfwit",
+    "buffoon",
+    "clown",
+    "leech",
+    "weasel",
+    "snake",
+    "worm",
+    "cur",
+    "knave",
+    "varlet",
+    "bastard",
+    "git",
+    "prat",
+    "pillock",
+    "twit",
+    "numpty",
+    "coward",
+    "maggot",
+    "toad",
+    "slug",
+    "lout",
+    "dolt",
+    "dunce",
+    "simpleton",
+    "charlatan",
+    "quack",
+    "witch",
+    "harpy",
+    "shrew",
+    "brute",
+    "savage",
+    "peasant",
+    "wench",
+    "trollop",
+    "runt",
+    "vermin",
+    "filth",
+    "thief",
+    "swindler",
+    "robber",
+];
+const INSULT_ADJECTIVES: &[&str] = &[
+    "stupid",
+    "useless",
+    "worthless",
+    "pathetic",
+    "incompetent",
+    "ignorant",
+    "ugly",
+    "disgusting",
+    "slapdash",
+    "cozening",
+    "base",
+    "fat",
+    "lazy",
+    "filthy",
+    "thieving",
+    "miserable",
+    "wretched",
+    "brainless",
+    "witless",
+    "gormless",
+    "daft",
+    "dumb",
+    "vile",
+    "loathsome",
+    "foul",
+    "worst",
+    "pitiful",
+    "feeble",
+    "spineless",
+    "gutless",
+    "crooked",
+    "idiotic",
+    "moronic",
+    "senile",
+    "doddering",
+    "hopeless",
+    "dishonest",
+    "greedy",
+    "slimy",
+];
+
+pub(crate) struct Patterns {
+    price: Regex,
+    bare_amount: Regex,
+    accept: Regex,
+    npc_pays: Regex,
+    npc_agrees: Regex,
+    buys: Regex,
+    backs_out: Regex,
+    haggling: Regex,
+    player_sells: Regex,
+    harm: Regex,
+    harm_see: Regex,
+    threat_phrase: Regex,
+    deadly: Regex,
+    insult_you: Regex,
+    insult_work: Regex,
+    theft_admit: Regex,
+    theft_from_npc: Regex,
+    theft_excuse: Regex,
+    theft_context: Regex,
+    it_was_me: Regex,
+    theft_caught: Regex,
+    concede: Regex,
+    deny: Regex,
+    valuables: Regex,
+    petty: Regex,
+    betray_admit: Regex,
+    betray_accuse: Regex,
+    exposed: Regex,
+    vow: Regex,
+    vow_past: Regex,
+    commitment: Regex,
+    solemn: Regex,
+    secret_marker: Regex,
+    confession_frame: Regex,
+    confessed_deed: Regex,
+    grave_deed: Regex,
+    gift_marker: Regex,
+    gift_excluded: Regex,
+    gift_handed: Regex,
+    gift_explicit: Regex,
+    help_done: Regex,
+    help_is_done: Regex,
+    for_the_npc: Regex,
+    schooling: Regex,
+    offers_help: Regex,
+    help_npc: Regex,
+    gratitude: Regex,
+    deep_gratitude: Regex,
+    rescue_npc: Regex,
+    rescue_context: Regex,
+    rescue_player: Regex,
+    saved_trivial: Regex,
+    combat_we: Regex,
+    combat_said: Regex,
+    against_npc: Regex,
+    enemies_down: Regex,
+    combat_context: Regex,
+    hypothetical: Regex,
+    laugh: Regex,
+}
+
+impl Patterns {
+    pub fn new() -> Self {
+        let enemies = ENEMIES.join("|");
+        Self {
+            price: compile(&format!(
+                r"\b(?:({NUMBER})(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?\s*({CURRENCY})\b|a (copper|penny|crown|farthing|shilling|silver piece|gold piece))\b"
+            )),
+            bare_amount: compile(&format!(r"^(?:well,? |ok,? |alright,? |fine,? |yes,? )?({NUMBER})\b")),
+            accept: compile(&format!(
+                r"^(?:(?:{NUMBER}|that|then|very well|so be it|fine|alright|right)\b[^.!?]{{0,12}}\bit is\b|(?:[\w']+[.,!]? ){{0,3}}(?:done|deal|sold|agreed|sorted|it's a deal)\b)|\bi(?:'ll| will| shall) take (?:it|them|that|this|one|the \w+|a \w+)\b|\b(?:is|sounds|seems) fair\b|\bsits well\b|\bcount it\b|^(?:[a-z0-9]+[.,] )?take them\b|\bhere's (?:the |my |your )?(?:coin|money|payment|gold|silver|{NUMBER})\b"
+            )),
+            npc_agrees: compile(
+                r"^(?:[a-z0-9']+[.,!]? ){0,3}(?:done|deal|agreed|sold)\b|\bit is\b|^(?:[a-z0-9']+ ){0,3}[a-z]+, then\b",
+            ),
+            buys: compile(
+                r"\bi(?:'ll| will| shall) (?:buy|take) (?:it|them|the [a-z]+|a [a-z]+|two [a-z]+|three [a-z]+|some [a-z]+|one)\b(?: [a-z]+)?|\bi(?:'d| would) like to buy\b",
+            ),
+            haggling: compile(
+                r"\b(?:robbery|too much|too expensive|haggle|final offer|that's me being generous|daylight robbery)\b",
+            ),
+            backs_out: compile(
+                r"\b(?:too rich|too much|just looking|forget it|another day|no deal|never mind|not today|i'll pass|no thanks)\b",
+            ),
+            npc_pays: compile(
+                r"\b(?:here(?:'s| is) your (?:coin|money|pay|silver|gold|payment|\w+)|the coin is received|i'll give you \w+ (?:silver|gold|copper)|take your coin)\b",
+            ),
+            player_sells: compile(
+                r"\b(?:would you buy|will you buy|want to buy|buy (?:it|this|these|them) from me|i'll sell|i will sell|i want to sell|i'd like to sell|i have \w+ to sell|care to buy)\b",
+            ),
+            harm: compile(
+                r"\b(?:i'll|i will|i shall|i'm going to|i am going to|i'm gonna|we'll|we will)(?:\s+[a-z']+){0,4}?\s+(?:kill|murder|burn|cut|gut|drown|hang|slaughter|break|hurt|end|skin|bury|smash|ruin|destroy|beat|stab|strangle|throttle|torch|flay|wreck|slit|choke|bleed|shoot|maim|finish|gouge)\b",
+            ),
+            harm_see: compile(
+                r"\b(?:i'll|i will|i shall)\s+see\s+(?:you|your)\b[^.!?]*\b(?:drowned|hanged|hung|dead|revoked|seized|ruined|burned|burnt|whipped|flogged|irons|chains|gaol|jail|prison|flayed|buried|dangling)\b",
+            ),
+            threat_phrase: compile(
+                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor i (?:open|cut|gut|kill|break|burn|end|hurt) you\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b",
+            ),
+            deadly: compile(
+                r"\b(?:kill|murder|dead|die|throat|drown|drowned|gut|hang|hanged|slaughter|burn|strangle|open you|irons|bury|buried|blood|bleed)\b",
+            ),
+            insult_you: compile(&format!(
+                r"\byou(?:'re| are)\s+(?:[a-z'-]+,?\s+){{0,6}}?(?:{}|{})\b",
+                INSULT_NOUNS.join("|"),
+                INSULT_ADJECTIVES.join("|")
+            )),
+            insult_work: compile(
+                r"^you (?:smell|stink|reek) (?:like an? |of )|\b(?:fit only for (?:swine|pigs|dogs|the dogs)|your (?:[a-z']+ ){0,2}(?:is|are) (?:rubbish|junk|garbage|trash|worthless|swill|slop|muck|filth|pig swill|an insult|a disgrace))\b",
+            ),
+            theft_admit: compile(
+                r"\bi (?:stole|nicked|pinched|took (?:it|them|your|coin|money|the [a-z]+ from)|lifted|swiped|pocketed|filched|snatched|robbed|helped myself to)\b",
+            ),
+            theft_from_npc: compile(
+                r"\bfrom (?:you|your)\b|\b(?:stole|nicked|pinched|swiped|pocketed|filched|took) your\b|\brobbed you\b",
+            ),
+            theft_excuse: compile(
+                r"\b(?:stole|nicked|pinched|took) your (?:idea|heart|line|joke|thunder|spot|seat|name|look|style|advice|word|point|class|suggestion|recommendation|lead)\b|\btook (?:a|the|my|our|his|her) (?:wrong|long|short|road|path|turn|nap|look|chance|ferry|boat|bath|walk|day|time|break|job|risk|stairs|left|right|seat|shot|liberty)\b",
+            ),
+            theft_context: compile(
+                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|short this)\b",
+            ),
+            it_was_me: compile(r"\b(?:that was me|it was me|it was i|that was i|i'm the one who|i was the one who)\b"),
+            theft_caught: compile(
+                r"\b(?:hands? out of (?:the|my) (?:till|purse|pocket|box|drawer)|turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b",
+            ),
+            concede: compile(
+                r"^(?:\W*)(?:fine|very well|alright|all right|ok|okay|here|sorry|i'm sorry|forgive me|yes|i did|i know)\b|\bit must have\b",
+            ),
+            deny: compile(r"\b(?:i didn't|i did not|i never|wasn't me|weren't me|search my|not me)\b"),
+            valuables: compile(
+                r"\b(?:brooch|jewel|jewels|emerald|ruby|diamond|sapphire|necklace|ring|gold|crown|relic)\b",
+            ),
+            petty: compile(r"\b(?:apples?|eggs?|bread|pie|pies|cabbages?|pennies|penny|loaf|cheese)\b"),
+            betray_admit: compile(
+                r"\bi (?:lied to you|lied about|deceived you|tricked you|betrayed you|broke my (?:word|promise|oath)|sold you out|should not have lied|shouldn't have lied|know i said i'd|know i promised|told you i'd [a-z']+ it because|never (?:meant|intended) to (?:pay|return|keep|bring))\b",
+            ),
+            betray_accuse: compile(
+                r"\byou (?:lied|swore|promised|told me you|said you'd|said you would|gave (?:me )?your word|sold me (?:out|for|to)|betrayed|deceived|tricked|cheated|painted)\b",
+            ),
+            exposed: compile(
+                r"\b(?:never|lied|saw you|there is no|no such|been a week|instead|never arrived|never got|sold it|smashed|heard of you|open all night|you were at|fake|painted)\b",
+            ),
+            vow: compile(
+                r"\b(?:i promise|i swear|i vow|you have my word|i give you my (?:[a-z]+ )?word|swear (?:on|upon) my|cross my heart)|(?:^|[,;] )(?:upon|on) my (?:[a-z]+ )?(?:honour|honor|life|word|soul)\b|^my word\W*$",
+            ),
+            vow_past: compile(
+                r"\b(?:gave|kept|broke|break|keep) my (?:[a-z]+ )?word\b|\bcan't promise\b|\bcannot promise\b",
+            ),
+            commitment: compile(
+                r"\b(?:i'll|i will|i shall|i'm going to)\b[^.!?]{0,50}?\b(?:bring|pay (?:you|it) back|pay you by|repay|return (?:it|them|your|the [a-z]+ (?:to|by|before|tomorrow))|deliver|make it right|make it up to you|work it off|help you|fix (?:it|your|the)|mend|fetch|look after|watch over|send word|get (?:it|them) back|find (?:your|him|her|them))\b",
+            ),
+            solemn: compile(r"\b(?:honour|honor|life|soul|grave|solemn)\b"),
+            secret_marker: compile(
+                r"\b(?:never told (?:anyone|anybody|a living soul|a soul|no one|nobody)|don't tell (?:anyone|anybody|a soul|no one|nobody)|do not tell (?:anyone|anybody)|please don't (?:tell|say) (?:anything|nothing|anyone|a word)|keep (?:this|it) (?:quiet|secret|between us|to yourself)|between you and me|(?:just|strictly|stays|stay|keep (?:it|this)) between us|^between us|(?:no soul|no one|nobody|none) knows? (?:it |this )?(?:but|save|except) you|^(?:and )?(?:nobody|no one) else\W*$|can i tell you (?:something|a secret)|tell you a secret|something i have never told|one person to know|your silence|tell no one)\b",
+            ),
+            confession_frame: compile(
+                r"\b(?:unburden|weight upon me|must confess|have to confess|a confession|have to tell you something|need to tell you something|must tell you something)\b",
+            ),
+            confessed_deed: compile(
+                r"\b(?:it was i (?:that|who)|i was the one who|it was me who|i (?:killed|slew|set (?:it|the fire|fire)|burned|burnt|murdered|poisoned|deserted|ran off from|ran away from))\b",
+            ),
+            grave_deed: compile(r"\b(?:slew|killed|murder|hang|hanged|deserted|set it|fire|dead|blood)\b"),
+            gift_marker: compile(
+                r"\b(?:(?:it's|it is|they're|they are|that one's|that's|this is|these are|all) (?:all )?(?:yours|for you)|(?:is|are) for you|no charge|free of charge|freely given|a (?:gift|present|token) for you|(?:it's|it is) a (?:gift|present)|my gift to you|i (?:bring|brought) you)\b|^for you\b",
+            ),
+            gift_explicit: compile(r"\b(?:gift|present|free|no charge|freely|token)\b"),
+            gift_handed: compile(
+                r"^(?:here[,.]? |please[,.]? |go on[,.]? |now[,.]? )?(?:take|keep) (?:it|this|these|them|the [a-z]+)\b",
+            ),
+            gift_excluded: compile(
+                r"\b(?:back|make it right|make amends|for my|gift for (?:my|his|her|their)|take (?:the|a) (?:road|path|left|right|turn|seat|stairs|long|short|lane|bridge|ford)|take it easy|take care|take your time|take it from|keep it (?:up|going|simple|real|in mind|down|quiet|clean|together))\b",
+            ),
+            help_done: compile(
+                r"\b(?:i(?:'ve| have)?|we(?:'ve| have)?)\s+(?:just\s+|already\s+|finally\s+|also\s+)?(?:delivered|brought|carried|fixed|repaired|mended|swept|washed|cleared|hauled|finished|completed|fetched|returned|put in|chopped|stacked|fed|watered|cleaned|patched|dug|gathered|collected|boiled|healed|bound|stitched|found your|got your|built|milked|herded|rounded up|carried up)\b",
+            ),
+            help_is_done: compile(
+                r"\b(?:is|are|it's) (?:all )?done\b|\bthe last of the\b|^done\b|\bas you asked\b|^got (?:her|him|it)\b",
+            ),
+            offers_help: compile(
+                r"\b(?:let me|i'll|i will|i can|i could|here|allow me|i've|i have|i did|i drove|i brought)\b",
+            ),
+            schooling: compile(r"\b(?:class|classes|school|homework|semester|exam|test|finals|shift|day|week|chat)\b"),
+            for_the_npc: compile(
+                r"\b(?:your|for you|you asked|the last of|(?:it|them) (?:out|back|up|down)|all of (?:it|them)|every (?:one|single one))\b",
+            ),
+            help_npc: compile(
+                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more|the work|it all|me)\b|\bthe work of (?:two|three|four|ten|a dozen)\b",
+            ),
+            gratitude: compile(
+                r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work)\b",
+            ),
+            deep_gratitude: compile(r"\b(?:in your debt|great service|the work of|i owe you|all my heart|truly)\b"),
+            rescue_npc: compile(
+                r"\b(?:you saved|you rescued|you pulled me out|your hand had my|owe you my (?:life|leg|neck|skin|hide)|(?:has|have) my life|not a moment too soon|another (?:breath|moment|minute|second|heartbeat) and|(?:i'd|i would) (?:be dead|have died|have drowned|have burned)[^.!?]*\b(?:without you|if not for you|if you hadn't)|how you carried (?:her|him|them|me)|saved (?:my|our) (?:life|lives|family|daughter|son|wife|husband|children|farm|home|shop|forge|livelihood|flock|boy|girl)|every [a-z]+, every [a-z]+,? saved)\b",
+            ),
+            rescue_context: compile(
+                r"\b(?:thanks to you|because of you)\b[^.!?]*|\b(?:alive|i'll live|breathing|you're safe|they're safe)\b",
+            ),
+            rescue_player: compile(
+                r"\bi (?:saved|rescued|pulled|dragged|carried) (?:you|your|him|her|them|the)\b[^.!?]{0,40}\b(?:out|from|to safety|home|ashore|free)\b",
+            ),
+            saved_trivial: compile(
+                r"\bsaved me (?:a|the|some) (?:trip|walk|bother|seat|coin|time|money|fortune|journey|job)\b|\bwithout (?:him|her|them)\b",
+            ),
+            combat_we: compile(
+                r"\bwe (?:fought|battled|beat them|killed|slew|drove (?:them|it) off|routed|held (?:them|the))\b|\bfought (?:beside|alongside|with) (?:you|me|anyone|him|her|each other)\b|\b(?:fought|stood) (?:at|by) (?:your|my) side\b",
+            ),
+            combat_said: compile(
+                r"\byou (?:took|killed|slew|cut down|felled|dropped|stuck|bested|fought) (?:both|all of them|them all|the (?:big|biggest|last|first|other|grey|black) one|three|two|four|five|him|those)\b|\byou (?:killed|slew|felled|stuck|fought) (?:the|them|every)\b|\byou held (?:the|your) (?:gate|line|bridge|wall|door|ground|left|right|flank)\b|\bif you hadn't held\b|\byou (?:have |has )?bested me\b|\bthe duel\b[^.!?]*\b(?:fair|won|win|lost)\b|\bi swung at you\b|\bswung at me\b",
+            ),
+            against_npc: compile(
+                r"\b(?:swung at you|swung at me|bested me|the duel|split lip|you hit me|i hit you|blade from my hand)\b",
+            ),
+            enemies_down: compile(&format!(
+                r"\b(?:{enemies}) (?:dead|slain)\b|\bi (?:drove off|fought off|chased off|killed|slew|routed) the (?:{enemies})\b[^.!?]*\b(?:your|you)\b"
+            )),
+            combat_context: compile(&format!(
+                r"\b(?:sword|blade|axe|hammer|spear|bow|shield|blood|wound|wounded|scratch|bitten|hurt|lip|bruise|swung|struck|duel|gate|dead|throat|drew|mist|{enemies})\b"
+            )),
+            hypothetical: compile(r"^(?:if|should|were|had)\b|\b(?:i'd|would|could|might)\b"),
+            laugh: compile(r"^(?:\W*)(?:ha|haha|hah|heh|lol|i'd like to see you try)\b"),
+        }
+    }
+
+    /// Every event the scene carries evidence of, at most one per kind.
+    pub fn detect(&self, scene: &Scene<'_>) -> Vec<Finding> {
+        let trade = self.trade(scene);
+        let theft = self.theft(scene);
+        let rescue = self.rescue(scene);
+        let gift = if theft.is_none() { self.gift(scene, trade.is_some()) } else { None };
+        let help = if rescue.is_none() && gift.is_none() { self.help(scene) } else { None };
+        let secret = if theft.is_none() { self.secret(scene) } else { None };
+        let combat = self.combat(scene, rescue.is_some());
+        [
+            rescue,
+            self.betrayal(scene),
+            theft,
+            self.threat(scene),
+            secret,
+            combat,
+            help,
+            gift,
+            self.promise(scene),
+            self.insult(scene),
+            trade,
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The other side laughed the line off: banter, not a threat.
+    fn laughed_off(&self, scene: &Scene<'_>, index: usize) -> bool {
+        scene.reply_to(index).next().is_some_and(|reply| self.laugh.is_match(&reply.plain))
+    }
+
+    fn player_sentences<'s, 'a>(scene: &'s Scene<'a>) -> impl Iterator<Item = (usize, &'s Sentence<'a>)> {
+        scene.sentences.iter().enumerate().filter(|(_, s)| s.by(Speaker::Player) && !s.reported)
+    }
+
+    fn npc_sentences<'s, 'a>(scene: &'s Scene<'a>) -> impl Iterator<Item = (usize, &'s Sentence<'a>)> {
+        scene.sentences.iter().enumerate().filter(|(_, s)| s.by(Speaker::Npc) && !s.reported)
+    }
+
+    fn found(pattern: &Regex, sentence: &Sentence<'_>) -> bool {
+        pattern.find_iter(&sentence.plain).any(|m| !negated(&sentence.plain, m.start()))
+    }
+
+    fn trade(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let first_price = scene.sentences.iter().position(|s| self.price.is_match(&s.plain))?;
+        // The NPC agreeing to an amount the player just offered.
+        let player_offered = |index: usize| {
+            scene.sentences[..index].iter().rev().take(3).any(|s| {
+                s.by(Speaker::Player) && (self.price.is_match(&s.plain) || self.bare_amount.is_match(&s.plain))
+            })
+        };
+        let accepted = scene.sentences.iter().enumerate().find(|(index, s)| {
+            if s.reported || s.plain.ends_with('?') {
+                return false;
+            }
+            match s.speaker {
+                // "I'll take the steel sword." may come before the price is said.
+                Speaker::Player => {
+                    (*index >= first_price && self.accepts(s))
+                        || (Self::found(&self.buys, s) && !s.plain.contains(" to ") && !s.plain.contains("elsewhere"))
+                }
+                Speaker::Npc => {
+                    *index > first_price
+                        && (self.npc_pays.is_match(&s.plain)
+                            || (player_offered(*index) && self.npc_agrees.is_match(&s.plain)))
+                }
+            }
+        });
+        let (at, acceptance) = accepted?;
+        let backed_out =
+            scene.sentences[at + 1..].iter().any(|s| s.by(Speaker::Player) && self.backs_out.is_match(&s.plain));
+        if backed_out {
+            return None;
+        }
+        let player = &scene.player;
+        let price = self.agreed_price(scene, at);
+        let item = item_in(std::slice::from_ref(acceptance)).or_else(|| item(scene));
+        let player_sells = scene.said_by(Speaker::Player).any(|s| self.player_sells.is_match(&s.plain))
+            || (acceptance.by(Speaker::Npc) && self.npc_pays.is_match(&acceptance.plain));
+        let prices_said = scene.sentences.iter().filter(|s| self.price.is_match(&s.plain)).count();
+        let haggled = prices_said > 1 || scene.sentences.iter().any(|s| self.haggling.is_match(&s.plain));
+        let content = match (player_sells, &item, &price) {
+            (false, Some(item), Some(price)) => format!("{player} bought {item} from me for {price}"),
+            (false, Some(item), None) => format!("{player} bought {item} from me"),
+            (true, Some(item), Some(price)) => format!("{player} sold me {item} for {price}"),
+            (true, Some(item), None) => format!("{player} sold me {item}"),
+            (false, None, Some(price)) => format!("{player} paid me {price}"),
+            (true, None, Some(price)) => format!("I paid {player} {price}"),
+            (_, None, None) => format!("{player} traded with me"),
+        };
+        let mut topics: Vec<String> =
+            item.as_deref().and_then(|item| item.split_whitespace().last()).map(str::to_string).into_iter().collect();
+        topics.push("customer".to_string());
+        if haggled {
+            topics.push("haggling".to_string());
+        }
+        Some(Finding {
+            kind: Kind::Trade,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity: Severity::Minor,
+            evidence: acceptance.text.to_string(),
+            content,
+            topics,
+            valence: None,
+        })
+    }
+
+    fn accepts(&self, sentence: &Sentence<'_>) -> bool {
+        let plain = &sentence.plain;
+        let take_elsewhere =
+            plain.contains(" take it to ") || plain.contains("elsewhere") || plain.contains("take it back");
+        // "Here." / "Here you are." / "here's the coin": a payment, when short or about money.
+        let here = plain.starts_with("here")
+            && (sentence.word_count() <= 3 || self.price.is_match(plain) || plain.contains("coin"));
+        // "Take this, fifty gold for the horse."
+        let hands_over_price = self.price.is_match(plain) && (plain.contains("take this") || plain.contains("take it"));
+        (here || hands_over_price || self.accept.find_iter(plain).any(|m| !negated(plain, m.start())))
+            && !take_elsewhere
+    }
+
+    /// The price agreed: the amount the accepting sentence (or the player's line before it)
+    /// names, in the unit of the last price said; else the last price said.
+    fn agreed_price(&self, scene: &Scene<'_>, at: usize) -> Option<String> {
+        let said = |s: &Sentence<'_>| {
+            self.price.captures_iter(&s.plain).last().map(|c| {
+                let amount = c.get(1).map_or("a", |m| m.as_str()).to_string();
+                let unit = c.get(2).or(c.get(3)).map_or("", |m| m.as_str()).to_string();
+                (amount, unit)
+            })
+        };
+        // The last price before the acceptance, else the first after ("I'll take the
+        // sword." — "That'll be 50 gold.").
+        let (amount, unit) = scene.sentences[..=at]
+            .iter()
+            .rev()
+            .find_map(said)
+            .or_else(|| scene.sentences[at..].iter().find_map(said))?;
+        let named =
+            scene.sentences[..=at].iter().rev().take(3).filter(|s| s.by(Speaker::Player)).find_map(|s| {
+                self.bare_amount.captures(&s.plain).and_then(|c| c.get(1)).map(|m| m.as_str().to_string())
+            });
+        let amount = named.unwrap_or(amount);
+        Some(if amount == "a" { format!("a {unit}") } else { format!("{amount} {}", normalise_unit(&unit)) })
+    }
+
+    fn theft(&self, scene: &Scene<'_>) -> Option<Finding> {
+        // Something of the NPC's went missing, said by the NPC before, or by the player
+        // in the same message.
+        let context_before = |index: usize| {
+            let message = scene.sentences[index].message;
+            scene.sentences[..=index].iter().any(|s| {
+                let recent_npc = s.by(Speaker::Npc) && s.message + 2 >= message;
+                (recent_npc || s.message == message) && self.theft_context.is_match(&s.plain)
+            })
+        };
+        let admitted = Self::player_sentences(scene).find(|(index, s)| {
+            let admits = Self::found(&self.theft_admit, s)
+                && !self.theft_excuse.is_match(&s.plain)
+                && (self.theft_from_npc.is_match(&s.plain) || context_before(*index));
+            let owns_up = Self::found(&self.it_was_me, s)
+                && *index > 0
+                && context_before(index - 1)
+                && !self.deny.is_match(&s.plain);
+            (admits || owns_up) && !s.plain.ends_with('?')
+        });
+        let evidence = match admitted {
+            Some((_, sentence)) => sentence,
+            None => {
+                let (index, caught) = Self::npc_sentences(scene).find(|(_, s)| Self::found(&self.theft_caught, s))?;
+                let mut reply = scene.after(index).filter(|s| s.by(Speaker::Player)).take(2);
+                let conceded = reply.any(|s| self.concede.is_match(&s.plain) && !self.deny.is_match(&s.plain));
+                if !conceded {
+                    return None;
+                }
+                caught
+            }
+        };
+        let whole: String = scene.sentences.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(" ");
+        let severity = if self.valuables.is_match(&whole) {
+            Severity::Severe
+        } else if self.petty.is_match(&whole) {
+            Severity::Minor
+        } else {
+            Severity::Moderate
+        };
+        Some(Finding {
+            kind: Kind::Theft,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity,
+            evidence: evidence.text.to_string(),
+            content: format!("{} stole from me: {}", scene.player, quote(evidence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn threat(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let (_, sentence) = Self::player_sentences(scene).find(|(index, s)| {
+            // The harm lands on the NPC or what is theirs, within the same clause.
+            let aimed = |m: regex::Match<'_>| {
+                let verb = m.as_str().rsplit(' ').next().unwrap_or_default();
+                let rest: Vec<&str> = s.plain[m.end()..]
+                    .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                    .filter(|w| !w.is_empty())
+                    .take_while(|w| !matches!(*w, "but" | "maybe" | "if" | "when" | "so"))
+                    .take(12)
+                    .collect();
+                let is_npc = |w: &&str| matches!(*w, "you" | "your" | "yours");
+                match verb {
+                    // "end up", "break down", "finish school": only "end you" is a threat.
+                    "end" | "finish" | "break" => rest.first().is_some_and(is_npc),
+                    _ => rest.iter().any(is_npc),
+                }
+            };
+            let harm = self.harm.find_iter(&s.plain).any(|m| !negated(&s.plain, m.start()) && aimed(m));
+            (harm || Self::found(&self.harm_see, s) || Self::found(&self.threat_phrase, s))
+                && !self.laughed_off(scene, *index)
+        })?;
+        let severity = if self.deadly.is_match(&sentence.plain) { Severity::Severe } else { Severity::Moderate };
+        Some(Finding {
+            kind: Kind::Threat,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity,
+            evidence: sentence.text.to_string(),
+            content: format!("{} threatened me: {}", scene.player, quote(sentence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn insult(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let (_, sentence) = Self::player_sentences(scene).find(|(index, s)| {
+            // "You're right, I'm just doing stupid stuff": the speaker calls themselves names.
+            let at_you = self.insult_you.find_iter(&s.plain).any(|m| {
+                // "They think you're stupid", "the person you're dating is ugly": not said to the NPC.
+                let before: Vec<&str> = s.plain[..m.start()].split_whitespace().rev().take(2).collect();
+                let reported = before.iter().any(|w| {
+                    matches!(
+                        *w,
+                        "think" | "thinks" | "that" | "person" | "if" | "when" | "because" | "than" | "guy" | "girl"
+                    )
+                });
+                !reported
+                    && !negated(&s.plain, m.start())
+                    && !m
+                        .as_str()
+                        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                        .any(|w| matches!(w, "i" | "i'm" | "my" | "me"))
+            });
+            let at_npc = at_you || Self::found(&self.insult_work, s) || self.vocative_insult(s);
+            at_npc && !self.laughed_off(scene, *index)
+        })?;
+        let severity = if sentence.word_count() <= 4 { Severity::Minor } else { Severity::Moderate };
+        Some(Finding {
+            kind: Kind::Insult,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity,
+            evidence: sentence.text.to_string(),
+            content: format!("{} insulted me: {}", scene.player, quote(sentence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    /// "Useless old fool." — a short sentence that is nothing but a name to call someone,
+    /// with no one else in it to call it.
+    fn vocative_insult(&self, sentence: &Sentence<'_>) -> bool {
+        let words: Vec<&str> = sentence.words().collect();
+        const ELSEWHERE: &[&str] = &[
+            "i", "i'm", "me", "my", "myself", "he", "she", "him", "her", "his", "they", "them", "that", "man's",
+            "he's", "she's", "sky", "weather", "rain", "it", "it's", "is", "a", "an", "the", "like", "was", "be",
+        ];
+        words.len() <= 5
+            && words.iter().any(|w| INSULT_NOUNS.contains(w))
+            && words.iter().any(|w| INSULT_ADJECTIVES.contains(w) || matches!(*w, "you" | "old"))
+            && !words.iter().any(|w| ELSEWHERE.contains(w))
+            && !sentence.plain.ends_with('?')
+    }
+
+    fn betrayal(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let admitted = Self::player_sentences(scene).find(|(_, s)| Self::found(&self.betray_admit, s));
+        let accused = || {
+            Self::npc_sentences(scene).find(|(index, s)| {
+                if !Self::found(&self.betray_accuse, s) || s.plain.ends_with('?') {
+                    return false;
+                }
+                let exposed = scene.sentences.iter().skip(*index).any(|later| {
+                    later.by(Speaker::Npc) && later.message <= s.message + 2 && self.exposed.is_match(&later.plain)
+                });
+                let conceded = scene.reply_to(*index).any(|reply| {
+                    self.concede.is_match(&reply.plain)
+                        || reply.plain.starts_with("...")
+                        || reply.plain.starts_with("in my defence")
+                });
+                exposed || conceded
+            })
+        };
+        let (_, sentence) = admitted.or_else(accused)?;
+        let oath_broken = scene.sentences.iter().any(|s| {
+            s.plain.contains("swore")
+                || s.plain.contains("oath")
+                || s.plain.contains("sold me")
+                || s.plain.contains("word")
+        });
+        Some(Finding {
+            kind: Kind::Betrayal,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity: if oath_broken { Severity::Severe } else { Severity::Moderate },
+            evidence: sentence.text.to_string(),
+            content: format!("{} betrayed my trust: {}", scene.player, quote(sentence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn promise(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let (_, sentence) = Self::player_sentences(scene).find(|(index, s)| {
+            let plain = &s.plain;
+            let vowed = self.vow.captures_iter(plain).any(|c| {
+                let m = c.get(0).map_or(0..0, |m| m.range());
+                !negated(plain, m.start) && commits(plain, m.start, &plain[m.clone()])
+            }) && !self.vow_past.is_match(plain);
+            let committed = Self::found(&self.commitment, s) && !self.hypothetical.is_match(plain);
+            (vowed || committed) && !plain.ends_with('?') && !self.laughed_off(scene, *index)
+        })?;
+        let severity = if self.solemn.is_match(&sentence.plain) {
+            Severity::Severe
+        } else if self.vow.is_match(&sentence.plain) {
+            Severity::Moderate
+        } else {
+            Severity::Minor
+        };
+        Some(Finding {
+            kind: Kind::Promise,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity,
+            evidence: sentence.text.to_string(),
+            content: format!("{} promised me: {}", scene.player, quote(sentence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn secret(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let players: Vec<&Sentence<'_>> = scene.said_by(Speaker::Player).collect();
+        // "If you don't tell anyone, …" supposes; it confides nothing.
+        let marked = players.iter().position(|s| {
+            let asks_to_tell = s.plain.starts_with("can i tell you") || s.plain.contains("can you keep a secret");
+            (!s.plain.ends_with('?') || asks_to_tell)
+                && self.secret_marker.find_iter(&s.plain).any(|m| {
+                    let before = &s.plain[..m.start()];
+                    !before.split_whitespace().rev().take(3).any(|w| w == "if")
+                })
+        });
+        let framed = || {
+            let frame = players.iter().position(|s| self.confession_frame.is_match(&s.plain))?;
+            players[frame..].iter().take(4).position(|s| Self::found(&self.confessed_deed, s)).map(|at| frame + at)
+        };
+        let (at, told) = match marked {
+            Some(at) => (at, confided(&players, at)),
+            None => {
+                let at = framed()?;
+                (at, players[at])
+            }
+        };
+        debug_assert!(at < players.len());
+        let whole: String = players.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(" ");
+        let severity = if self.grave_deed.is_match(&whole) { Severity::Severe } else { Severity::Moderate };
+        Some(Finding {
+            kind: Kind::Secret,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity,
+            evidence: told.text.to_string(),
+            content: format!("{} confided a secret to me: {}", scene.player, quote(told.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    /// A gift; beside a trade only when said outright ("a gift for you"), since "take it"
+    /// there hands over what was bought.
+    fn gift(&self, scene: &Scene<'_>, traded: bool) -> Option<Finding> {
+        let (_, sentence) = Self::player_sentences(scene).find(|(index, s)| {
+            // "Take the cloak." handed over, short, and the NPC reacts to it.
+            let handed = !traded
+                && self.gift_handed.is_match(&s.plain)
+                && s.word_count() <= 6
+                && scene
+                    .reply_to(*index)
+                    .any(|reply| self.gratitude.is_match(&reply.plain) || reply.plain.ends_with('?'));
+            let marked = Self::found(&self.gift_marker, s) && (!traded || self.gift_explicit.is_match(&s.plain));
+            (marked || handed)
+                && s.word_count() <= 30
+                && !self.gift_excluded.is_match(&s.plain)
+                && !self.price.is_match(&s.plain)
+                && !s.plain.ends_with('?')
+        })?;
+        let item = item_in(std::slice::from_ref(sentence));
+        let content = match item {
+            Some(item) => format!("{} gave me {item} as a gift", scene.player),
+            None => format!("{} gave me a gift: {}", scene.player, quote(sentence.text)),
+        };
+        Some(Finding {
+            kind: Kind::Gift,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity: Severity::Minor,
+            evidence: sentence.text.to_string(),
+            content,
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn help(&self, scene: &Scene<'_>) -> Option<Finding> {
+        // Thanks in the NPC's next two messages, or the same one when the NPC says it.
+        let thanked_after = |index: usize| {
+            let from = scene.sentences[index].message;
+            scene
+                .sentences
+                .iter()
+                .skip(index)
+                .filter(|s| s.by(Speaker::Npc) && s.message <= from + 3)
+                .any(|s| self.gratitude.is_match(&s.plain))
+        };
+        let by_player = Self::player_sentences(scene).find(|(index, s)| {
+            let plain = &s.plain;
+            let done = Self::found(&self.help_done, s)
+                && (self.for_the_npc.is_match(plain) || s.word_count() <= 6)
+                && !plain.contains("brought you")
+                && !plain.contains("brought this")
+                && !self.hypothetical.is_match(plain);
+            let task_done =
+                self.help_is_done.is_match(plain) && s.word_count() <= 10 && !self.schooling.is_match(plain);
+            (done || task_done) && !plain.ends_with('?') && thanked_after(*index)
+        });
+        // "Thanks for the help" thanks something the player offered or did just before.
+        let player_acted_before = |index: usize| {
+            scene.sentences[..index]
+                .iter()
+                .rev()
+                .take(4)
+                .any(|s| s.by(Speaker::Player) && self.offers_help.is_match(&s.plain))
+        };
+        let (index, sentence) = by_player.or_else(|| {
+            Self::npc_sentences(scene).find(|(index, s)| {
+                Self::found(&self.help_npc, s)
+                    && !s.plain.ends_with('?')
+                    && thanked_after(*index)
+                    && (!s.plain.contains("help") || player_acted_before(*index))
+            })
+        })?;
+        let deep =
+            scene.sentences.iter().skip(index).any(|s| s.by(Speaker::Npc) && self.deep_gratitude.is_match(&s.plain));
+        Some(Finding {
+            kind: Kind::Help,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity: if deep { Severity::Moderate } else { Severity::Minor },
+            evidence: sentence.text.to_string(),
+            content: format!("{} helped me: {}", scene.player, quote(sentence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn rescue(&self, scene: &Scene<'_>) -> Option<Finding> {
+        let from_npc = Self::npc_sentences(scene).find(|(_, s)| {
+            let said = Self::found(&self.rescue_npc, s) && !self.saved_trivial.is_match(&s.plain);
+            // "Because of you." beside "I'm alive": the whole message says it.
+            let message_says_it = self.rescue_context.is_match(&s.plain)
+                && (s.plain.contains("because of you") || s.plain.contains("thanks to you"))
+                && scene.sentences.iter().filter(|other| other.message == s.message).any(|other| {
+                    ["alive", "live", "breathing", "dead", "die", "life"].iter().any(|w| other.words().any(|x| x == *w))
+                });
+            said || message_says_it
+        });
+        let (_, sentence) = from_npc.or_else(|| {
+            Self::player_sentences(scene)
+                .find(|(_, s)| Self::found(&self.rescue_player, s) && !self.hypothetical.is_match(&s.plain))
+        })?;
+        Some(Finding {
+            kind: Kind::Rescue,
+            actor: Party::Player,
+            target: Some(Party::Npc),
+            severity: Severity::Severe,
+            evidence: sentence.text.to_string(),
+            content: format!("{} came to my rescue: {}", scene.player, quote(sentence.text)),
+            topics: Vec::new(),
+            valence: None,
+        })
+    }
+
+    fn combat(&self, scene: &Scene<'_>, rescued: bool) -> Option<Finding> {
+        let whole: String = scene.sentences.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(" ");
+        let (_, sentence) = scene.sentences.iter().enumerate().find(|(_, s)| {
+            if s.reported || s.plain.ends_with('?') || self.hypothetical.is_match(&s.plain) {
+                return false;
+            }
+            let we_fought = Self::found(&self.combat_we, s) && self.combat_context.is_match(&whole);
+            we_fought || Self::found(&self.combat_said, s) || Self::found(&self.enemies_down, s)
+        })?;
+        let enemy = scene.sentences.iter().flat_map(|s| s.words()).find(|w| ENEMIES.contains(w)).map(str::to_string);
+        let against_npc = enemy.is_none() && self.against_npc.is_match(&whole);
+        let severity = if rescued || whole.contains("throat") || whole.contains("die") {
+            Severity::Severe
+        } else {
+            Severity::Moderate
+        };
+        let player = &scene.player;
+        let side_by_side = ["we ", "together", "beside", "alongside", "side", "both"].iter().any(|w| whole.contains(w));
+        let side = if side_by_side { "at my side" } else { "for me" };
+        let content = match (&enemy, against_npc) {
+            (_, true) => format!("{player} and I fought: {}", quote(sentence.text)),
+            (Some(enemy), false) => format!("{player} fought the {enemy} {side}: {}", quote(sentence.text)),
+            (None, false) => format!("{player} fought {side}: {}", quote(sentence.text)),
+        };
+        Some(Finding {
+            kind: Kind::Combat,
+            actor: Party::Player,
+            target: Some(if against_npc { Party::Npc } else { Party::Other }),
+            severity,
+            evidence: sentence.text.to_string(),
+            content,
+            topics: enemy.into_iter().collect(),
+            valence: against_npc.then_some(EmotionalValence::Negative),
+        })
+    }
+}
+
+/// The sentence a secret marker points at: the marked sentence when it says something
+/// besides the marker ("I've never told anyone, but I can't swim"); the message's first
+/// statement when the marker trails it ("I can't read. … Please don't tell anyone."); else
+/// the next statement the player makes about themselves; else the marked sentence.
+fn confided<'s, 'a>(players: &[&'s Sentence<'a>], at: usize) -> &'s Sentence<'a> {
+    let marked = players[at];
+    if marked.plain.split_once(", but ").is_some_and(|(_, after)| after.split_whitespace().count() >= 3) {
+        return marked;
+    }
+    let (before_marker, _) =
+        marked.plain.split_once("don't tell").or_else(|| marked.plain.split_once("please don't")).unwrap_or(("", ""));
+    if before_marker.split_whitespace().count() >= 4 {
+        return marked;
+    }
+    let earlier_in_message = players[..at]
+        .iter()
+        .filter(|s| s.message == marked.message && !s.plain.ends_with('?') && s.word_count() >= 3)
+        .copied()
+        .next();
+    if let Some(statement) = earlier_in_message {
+        return statement;
+    }
+    players[at + 1..]
+        .iter()
+        .take(4)
+        .find(|s| {
+            !s.plain.ends_with('?')
+                && s.word_count() >= 3
+                && s.words().any(|w| matches!(w, "i" | "i'm" | "i've" | "my" | "me" | "i'd" | "it was"))
+        })
+        .copied()
+        .unwrap_or(marked)
+}
+
+/// Whether the sentence around "I promise" / "I swear" (the vow at `start` of `plain`)
+/// commits the speaker to something; the other vows ("you have my word") always do.
+pub(crate) fn commits(plain: &str, start: usize, vow: &str) -> bool {
+    if !(vow == "i promise" || vow == "i swear") {
+        return true;
+    }
+    let from = plain[..start].rfind(['.', '!', '?']).map_or(0, |end| end + 1);
+    let to = plain[start..].find(['.', '!', '?']).map_or(plain.len(), |end| start + end);
+    let sentence = &plain[from..to];
+    let after = plain[start + vow.len()..to].trim_start_matches([',', ':', ' ']);
+    const COMMITMENTS: &[&str] =
+        &["i will", "i'll", "i shall", "i won't", "i will not", "i'd never", "never", "not to", "you will", "you'll"];
+    (after.starts_with("to ") && !after.starts_with("to god") && !after.starts_with("to you"))
+        || COMMITMENTS.iter().any(|commitment| sentence.contains(commitment))
+}
+
+fn normalise_unit(unit: &str) -> &str {
+    match unit {
+        "gp" => "gold",
+        "sp" => "silver",
+        "cp" => "copper",
+        other => other,
+    }
+}
+
+/// The traded or given item: the first known item the player names (else the NPC).
+fn item(scene: &Scene<'_>) -> Option<String> {
+    let ordered: Vec<&Sentence<'_>> = scene
+        .sentences
+        .iter()
+        .filter(|s| s.by(Speaker::Player))
+        .chain(scene.sentences.iter().filter(|s| s.by(Speaker::Npc)))
+        .collect();
+    item_in_refs(&ordered)
+}
+
+fn item_in(sentences: &[Sentence<'_>]) -> Option<String> {
+    let refs: Vec<&Sentence<'_>> = sentences.iter().collect();
+    item_in_refs(&refs)
+}
+
+fn item_in_refs(sentences: &[&Sentence<'_>]) -> Option<String> {
+    sentences.iter().find_map(|sentence| {
+        let words: Vec<&str> = sentence.words().collect();
+        words.iter().enumerate().find_map(|(index, word)| {
+            // "iron shield": a material before another item noun is its adjective.
+            let next_is_item = words.get(index + 1).is_some_and(|next| ITEMS.contains(next));
+            if !ITEMS.contains(word) || next_is_item {
+                return None;
+            }
+            let adjective =
+                index.checked_sub(1).map(|i| words[i]).filter(|w| ITEM_ADJECTIVES.contains(w) || ITEMS.contains(w));
+            Some(with_article(adjective, word))
+        })
+    })
+}
+
+/// "a steel sword", "an iron axe", "some leather boots", "some ale".
+fn with_article(adjective: Option<&str>, noun: &str) -> String {
+    let plural = noun.ends_with('s') && !matches!(noun, "boots" | "gauntlets" | "bolts");
+    let mass = matches!(
+        noun,
+        "armour"
+            | "armor"
+            | "mail"
+            | "chainmail"
+            | "ale"
+            | "wine"
+            | "mead"
+            | "bread"
+            | "cheese"
+            | "meat"
+            | "fish"
+            | "rope"
+            | "leather"
+            | "iron"
+            | "ore"
+            | "charcoal"
+            | "boots"
+            | "gauntlets"
+            | "bolts"
+            | "soup"
+            | "stew"
+    );
+    let phrase = match adjective {
+        Some(adjective) => format!("{adjective} {noun}"),
+        None => noun.to_string(),
+    };
+    if plural || mass {
+        format!("some {phrase}")
+    } else if phrase.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {phrase}")
+    } else {
+        format!("a {phrase}")
+    }
+}

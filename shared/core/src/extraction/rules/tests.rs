@@ -1,0 +1,183 @@
+use super::*;
+use crate::wire::{NpcInfo, PlayerInfo, TranscriptMessage};
+use chrono::Utc;
+use proptest::prelude::*;
+use uuid::Uuid;
+
+fn conversation(lines: &[(Speaker, &str)]) -> ConversationEnded {
+    ConversationEnded {
+        schema_version: 1,
+        conversation_id: Uuid::new_v4(),
+        npc_id: Uuid::new_v4(),
+        player_id: Uuid::new_v4(),
+        npc: NpcInfo { name: "Brom".into(), role: Some("blacksmith".into()), factions: vec![] },
+        player: PlayerInfo { name: "Aria".into(), factions: vec![] },
+        location: None,
+        started_at: Utc::now(),
+        ended_at: Utc::now(),
+        messages: lines
+            .iter()
+            .map(|(speaker, text)| TranscriptMessage { speaker: *speaker, text: text.to_string() })
+            .collect(),
+    }
+}
+
+fn kinds(lines: &[(Speaker, &str)]) -> Vec<&'static str> {
+    RulesExtractor::shared().findings(&conversation(lines)).iter().map(|f| f.kind.as_str()).collect()
+}
+
+use Speaker::{Npc, Player};
+
+#[test]
+fn empty_and_npc_only_transcripts_yield_nothing() {
+    assert!(RulesExtractor::shared().extract(&conversation(&[])).is_empty());
+    assert!(kinds(&[(Npc, "Good morning."), (Npc, "Fine weather today.")]).is_empty());
+}
+
+#[test]
+fn an_asking_price_is_not_a_trade_until_the_player_accepts_or_pays() {
+    assert!(kinds(&[(Player, "I need a sword."), (Npc, "Fifty gold for a fine blade.")]).is_empty());
+    assert!(kinds(&[(Player, "How much?"), (Npc, "Fifty gold."), (Player, "Too rich. Just looking.")]).is_empty());
+    let bought = RulesExtractor::shared().findings(&conversation(&[
+        (Player, "How much for the steel sword?"),
+        (Npc, "Fifty gold."),
+        (Player, "Fifty it is. Here."),
+    ]));
+    assert_eq!(bought.len(), 1);
+    assert_eq!(bought[0].kind, Kind::Trade);
+    assert_eq!(bought[0].content, "Aria bought a steel sword from me for fifty gold");
+}
+
+#[test]
+fn a_threat_must_promise_the_npc_harm_and_mean_it() {
+    let threat = RulesExtractor::shared()
+        .findings(&conversation(&[(Player, "If the sword isn't ready by dawn, I'll burn your forge to the ground.")]));
+    assert_eq!(threat[0].kind, Kind::Threat);
+    assert_eq!(threat[0].severity, Severity::Severe);
+    assert_eq!((threat[0].actor, threat[0].target), (Party::Player, Some(Party::Npc)));
+    assert!(kinds(&[(Player, "Relax, I won't hurt you.")]).is_empty());
+    assert!(kinds(&[(Player, "I'd kill for a pie right now.")]).is_empty());
+    assert!(kinds(&[(Player, "Someone ought to drop him in the millpond.")]).is_empty());
+    assert!(
+        kinds(&[(Player, "Give me that cake or I'll break your rolling pin!"), (Npc, "Ha! I'd like to see you try.")])
+            .is_empty(),
+        "banter both laugh at"
+    );
+    assert!(
+        kinds(&[(Player, "Their leader said, 'Next time I'll gut you like a fish.' Charming.")]).is_empty(),
+        "quoted words are someone else's"
+    );
+}
+
+#[test]
+fn insults_are_aimed_at_the_npc_not_at_oneself_or_the_weather() {
+    assert_eq!(kinds(&[(Player, "Useless old fool.")]), ["insult"]);
+    assert_eq!(kinds(&[(Player, "Thou art a base and cozening hag.")]), ["insult"]);
+    assert!(kinds(&[(Player, "I'm such an idiot, I left my purse.")]).is_empty());
+    assert!(kinds(&[(Player, "Stupid sky. Stupid clouds.")]).is_empty());
+}
+
+#[test]
+fn fighting_talked_of_is_not_a_fight_that_happened() {
+    assert!(kinds(&[(Player, "If bandits came I'd fight them alongside you."), (Npc, "Let's hope not.")]).is_empty());
+    assert!(kinds(&[(Npc, "I'm fighting off a cold myself.")]).is_empty());
+    let fought = RulesExtractor::shared().findings(&conversation(&[
+        (Player, "We fought the wolves together at the mill."),
+        (Npc, "Aye, you stood with me."),
+    ]));
+    assert_eq!(fought[0].kind, Kind::Combat);
+    assert_eq!(fought[0].target, Some(Party::Other));
+    assert!(fought[0].content.contains("wolves"), "{}", fought[0].content);
+}
+
+#[test]
+fn someone_elses_deed_is_not_the_players() {
+    assert!(kinds(&[(Npc, "The smith's boy pulled me out. I'd be dead without him.")]).is_empty());
+    assert!(kinds(&[(Npc, "Your mate fixed the leaky tap for me yesterday. Good lad, that.")]).is_empty());
+}
+
+#[test]
+fn a_vow_commits_only_when_it_binds_the_speaker_to_something() {
+    let vow = |text: &str| {
+        let plain = text::plain(text);
+        let start = plain.find("i promise").or_else(|| plain.find("i swear")).expect("a vow");
+        let which = if plain[start..].starts_with("i promise") { "i promise" } else { "i swear" };
+        events::commits(&plain, start, which)
+    };
+    assert!(vow("I promise I will bring it back."));
+    assert!(vow("I'll be back by noon, I promise."));
+    assert!(vow("I promise not to tell."));
+    assert!(vow("I swear to return it"));
+    assert!(!vow("I swear this always happens."));
+    assert!(!vow("I swear to god it was huge"));
+    assert!(!vow("i swear i'm turning into my mother"));
+    assert_eq!(kinds(&[(Player, "I can't promise anything.")]), Vec::<&str>::new());
+    assert_eq!(kinds(&[(Player, "I'll bring them first thing tomorrow. My word.")]), ["promise"]);
+}
+
+#[test]
+fn what_the_player_reveals_is_kept_in_their_own_words() {
+    let found = RulesExtractor::shared().findings(&conversation(&[
+        (Npc, "Who are you?"),
+        (Player, "My name is Aria Vell. I hail from the Northmarch."),
+        (Player, "I'm looking for my sister. I can't stand crowded taverns."),
+    ]));
+    let kinds: Vec<&str> = found.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(kinds, ["player_name", "player_origin", "player_family", "player_goal", "player_preference"]);
+    assert!(found[0].content.contains("\"My name is Aria Vell.\""), "{}", found[0].content);
+    let memories = RulesExtractor::shared().extract(&conversation(&[(Player, "My name is Aria Vell.")]));
+    assert_eq!(memories[0].memory_type, MemoryType::Semantic);
+    assert_eq!(memories[0].tags[0], "player_name");
+}
+
+#[test]
+fn non_ascii_and_long_lines_do_not_panic() {
+    let long = "ä".repeat(5_000);
+    let memories = RulesExtractor::shared().extract(&conversation(&[
+        (Player, &long),
+        (Player, "Ich schwöre, I promise I will return the ring über alles."),
+        (Player, "Don't tell anyone — ÄÖÜ the mayor hides gold ßß under the mill."),
+        (Npc, "…"),
+        (Player, "'"),
+    ]));
+    for memory in memories {
+        assert!(memory.content.chars().count() <= MAX_CONTENT_CHARS);
+    }
+}
+
+#[test]
+fn two_hundred_messages_give_at_most_three_events_and_three_facts() {
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines.push((Player, "You fool! I will burn your shop. I'll take the sword for 50 gold. My name is Aria."));
+        lines.push((Npc, "You saved my daughter, though."));
+    }
+    let memories = RulesExtractor::shared().extract(&conversation(&lines));
+    let events: Vec<_> = memories.iter().filter(|m| m.memory_type == MemoryType::Episodic).collect();
+    assert_eq!(events.len(), MAX_MEMORIES_PER_EXTRACTION);
+    assert!(events.windows(2).all(|w| w[0].importance >= w[1].importance), "most important first");
+    assert!(memories.len() <= MAX_MEMORIES_PER_EXTRACTION + MAX_FACTS_PER_EXTRACTION);
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_transcripts_never_panic_and_stay_in_range(
+        texts in proptest::collection::vec(".{0,300}", 0..30),
+        player_first in any::<bool>(),
+    ) {
+        let lines: Vec<(Speaker, &str)> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| (if (i % 2 == 0) == player_first { Player } else { Npc }, text.as_str()))
+            .collect();
+        let memories = RulesExtractor::shared().extract(&conversation(&lines));
+        prop_assert!(memories.len() <= MAX_MEMORIES_PER_EXTRACTION + MAX_FACTS_PER_EXTRACTION);
+        for memory in memories {
+            prop_assert!(!memory.content.is_empty());
+            prop_assert!(memory.content.chars().count() <= MAX_CONTENT_CHARS);
+            prop_assert!((0.0..=MAX_EXTRACTED_IMPORTANCE).contains(&memory.importance));
+            prop_assert!((0.0..=1.0).contains(&memory.emotional_intensity));
+            prop_assert!(!memory.tags.is_empty());
+        }
+    }
+}
