@@ -6,6 +6,7 @@ mod cli_privacy;
 mod consolidate;
 mod enrich;
 mod extract;
+mod extract_fidelity;
 mod extract_llm;
 mod gossip;
 mod ingest;

@@ -15,6 +15,7 @@ mod consolidate;
 mod demo;
 mod dlq;
 mod error;
+pub mod extraction_set;
 mod factions;
 mod inspect;
 mod memory_admin;

@@ -13,6 +13,8 @@ mod relate;
 mod rss;
 mod scratch;
 
+pub(crate) use recall::corpus::everyday_chats;
+
 use anyhow::Context as _;
 use async_nats::jetstream;
 use clap::Subcommand;

@@ -240,7 +240,7 @@ impl Patterns {
             ),
             it_was_me: compile(r"\b(?:that was me|it was me|it was i|that was i|i'm the one who|i was the one who)\b"),
             theft_caught: compile(
-                r"\b(?:hands? out of (?:the|my) (?:till|purse|pocket|box|drawer)|turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b",
+                r"(?:^|\bhands? )out of (?:the|my) (?:till|purse|pocket|box|drawer)|\b(?:turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b",
             ),
             concede: compile(
                 r"^(?:\W*)(?:fine|very well|alright|all right|ok|okay|here|sorry|i'm sorry|forgive me|yes|i did|i know)\b|\bit must have\b",
@@ -704,7 +704,7 @@ impl Patterns {
         });
         let framed = || {
             let frame = players.iter().position(|s| self.confession_frame.is_match(&s.plain))?;
-            players[frame..].iter().take(4).position(|s| Self::found(&self.confessed_deed, s)).map(|at| frame + at)
+            players[frame..].iter().take(6).position(|s| Self::found(&self.confessed_deed, s)).map(|at| frame + at)
         };
         let (at, told) = match marked {
             Some(at) => (at, confided(&players, at)),

@@ -1,0 +1,187 @@
+//! The data extraction is measured on: the labelled game conversations in
+//! `data/extraction` (what a careful human NPC would keep of each) and real everyday chats
+//! from the BYU Chit-Chat corpus (where every event memory is a false one), with per-kind
+//! precision and recall. Shared by `npcmem bench extract` and the pipeline test that
+//! holds the rules extractor to its floors.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use chrono::Utc;
+use npcmem_core::extraction::rules::Kind;
+use npcmem_core::validate::ConversationLimits;
+use npcmem_core::wire::{ConversationEnded, NpcInfo, PlayerInfo, Speaker, TranscriptMessage};
+use serde::Deserialize;
+use uuid::Uuid;
+
+/// The corpus `deploy/local/fetch-corpus` unpacks, relative to the repository root.
+pub const DEFAULT_CORPUS: &str = ".local/corpora/chitchat-dataset-0.9.0/dataset.json";
+
+/// One labelled conversation, as a game server would send it (not yet redacted), and the
+/// kinds of memory it should yield.
+#[derive(Debug, Clone)]
+pub struct LabelledConversation {
+    pub id: String,
+    pub conversation: ConversationEnded,
+    pub kinds: BTreeSet<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Labelled {
+    id: String,
+    npc: Person,
+    player: Person,
+    messages: Vec<LabelledMessage>,
+    expected: Vec<Expected>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Person {
+    name: String,
+    #[serde(default)]
+    role: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LabelledMessage {
+    speaker: Speaker,
+    text: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Expected {
+    kind: String,
+}
+
+/// Every labelled conversation in the JSON-lines files of `dir` (`tuning/` or
+/// `held_out/`), in file order.
+pub fn load_part(dir: &Path) -> anyhow::Result<Vec<LabelledConversation>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    files.sort();
+    let mut set = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)?;
+        for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+            let labelled: Labelled = serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not a labelled conversation", file.display(), number + 1))?;
+            let kinds: BTreeSet<String> = labelled.expected.iter().map(|e| e.kind.clone()).collect();
+            if let Some(unknown) = kinds.iter().find(|kind| Kind::parse(kind).is_none()) {
+                bail!("{}: {}: unknown kind {unknown}", file.display(), labelled.id);
+            }
+            let lines = labelled.messages.iter().map(|m| (m.speaker == Speaker::Player, m.text.as_str()));
+            let conversation =
+                conversation(&labelled.player.name, &labelled.npc.name, labelled.npc.role.as_deref(), lines);
+            set.push(LabelledConversation { id: labelled.id, conversation, kinds });
+        }
+    }
+    Ok(set)
+}
+
+/// Everyday chats `skip..skip + count` of the corpus as conversations between a player
+/// "Sam" and an NPC "Brom" (the chat's first speaker plays the player), counting only the
+/// chats a game server could send: within ingest's default limits on messages, text and
+/// payload size.
+pub fn everyday(corpus: &Path, skip: usize, count: usize) -> anyhow::Result<Vec<ConversationEnded>> {
+    let bytes = std::fs::read(corpus).with_context(|| {
+        format!("cannot read the corpus at {} (fetch it with deploy/local/fetch-corpus)", corpus.display())
+    })?;
+    let limits = ConversationLimits::default();
+    let chats = crate::bench::everyday_chats(&bytes, usize::MAX)?;
+    Ok(chats
+        .iter()
+        .map(|chat| {
+            conversation("Sam", "Brom", None, chat.turns.iter().map(|(is_player, text)| (*is_player, text.as_str())))
+        })
+        .filter(|conversation| {
+            conversation.messages.len() <= limits.max_messages
+                && conversation.messages.iter().all(|m| m.text.chars().count() <= limits.max_text_chars)
+                && serde_json::to_vec(conversation).is_ok_and(|json| json.len() <= limits.max_payload_bytes)
+        })
+        .skip(skip)
+        .take(count)
+        .collect())
+}
+
+fn conversation<'a>(
+    player: &str,
+    npc: &str,
+    role: Option<&str>,
+    lines: impl Iterator<Item = (bool, &'a str)>,
+) -> ConversationEnded {
+    let ended_at = Utc::now();
+    ConversationEnded {
+        schema_version: 1,
+        conversation_id: Uuid::new_v4(),
+        npc_id: Uuid::new_v4(),
+        player_id: Uuid::new_v4(),
+        npc: NpcInfo { name: npc.to_owned(), role: role.map(str::to_owned), factions: Vec::new() },
+        player: PlayerInfo { name: player.to_owned(), factions: Vec::new() },
+        location: None,
+        started_at: ended_at - chrono::TimeDelta::minutes(5),
+        ended_at,
+        messages: lines
+            .map(|(is_player, text)| TranscriptMessage {
+                speaker: if is_player { Speaker::Player } else { Speaker::Npc },
+                text: text.to_owned(),
+            })
+            .collect(),
+    }
+}
+
+/// How one extractor did on one kind.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Score {
+    pub true_positives: usize,
+    pub false_positives: usize,
+    pub false_negatives: usize,
+}
+
+impl Score {
+    pub fn precision(&self) -> Option<f64> {
+        let found = self.true_positives + self.false_positives;
+        (found > 0).then(|| self.true_positives as f64 / found as f64)
+    }
+
+    pub fn recall(&self) -> Option<f64> {
+        let labelled = self.true_positives + self.false_negatives;
+        (labelled > 0).then(|| self.true_positives as f64 / labelled as f64)
+    }
+
+    pub fn add(self, other: Score) -> Score {
+        Score {
+            true_positives: self.true_positives + other.true_positives,
+            false_positives: self.false_positives + other.false_positives,
+            false_negatives: self.false_negatives + other.false_negatives,
+        }
+    }
+}
+
+/// Per kind, how the kinds `found` for each conversation compare with its labels.
+pub fn score<'a>(
+    set: impl IntoIterator<Item = (&'a LabelledConversation, BTreeSet<&'static str>)>,
+) -> BTreeMap<&'static str, Score> {
+    let mut scores: BTreeMap<&'static str, Score> = BTreeMap::new();
+    for (labelled, found) in set {
+        for kind in Kind::EVENTS.into_iter().chain(Kind::FACTS).map(Kind::as_str) {
+            let (is_expected, is_found) = (labelled.kinds.contains(kind), found.contains(kind));
+            let score = scores.entry(kind).or_default();
+            match (is_expected, is_found) {
+                (true, true) => score.true_positives += 1,
+                (false, true) => score.false_positives += 1,
+                (true, false) => score.false_negatives += 1,
+                (false, false) => {}
+            }
+        }
+    }
+    scores
+}
+
+/// The summed score of `kinds`.
+pub fn total(scores: &BTreeMap<&'static str, Score>, kinds: &[Kind]) -> Score {
+    kinds.iter().fold(Score::default(), |total, kind| total.add(scores.get(kind.as_str()).copied().unwrap_or_default()))
+}
