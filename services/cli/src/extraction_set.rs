@@ -152,7 +152,7 @@ impl Score {
         (labelled > 0).then(|| self.true_positives as f64 / labelled as f64)
     }
 
-    pub fn add(self, other: Score) -> Score {
+    pub fn plus(self, other: Score) -> Score {
         Score {
             true_positives: self.true_positives + other.true_positives,
             false_positives: self.false_positives + other.false_positives,
@@ -183,5 +183,7 @@ pub fn score<'a>(
 
 /// The summed score of `kinds`.
 pub fn total(scores: &BTreeMap<&'static str, Score>, kinds: &[Kind]) -> Score {
-    kinds.iter().fold(Score::default(), |total, kind| total.add(scores.get(kind.as_str()).copied().unwrap_or_default()))
+    kinds
+        .iter()
+        .fold(Score::default(), |total, kind| total.plus(scores.get(kind.as_str()).copied().unwrap_or_default()))
 }
