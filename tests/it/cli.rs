@@ -82,6 +82,8 @@ fn memory(pair: &Pair, content: &str, tags: &[&str]) -> NewMemory {
         source_conversation_id: None,
         extractor: "rules",
         created_at: Utc::now(),
+        actor_id: None,
+        target_id: None,
     }
 }
 

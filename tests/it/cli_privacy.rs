@@ -315,8 +315,17 @@ async fn the_demo_plays_its_scene_through_the_services_and_shows_the_npc_remembe
     let after_reputation = after.lines().find(|line| line.starts_with("reputation:")).unwrap();
     assert!(!after_reputation.contains("stranger"), "the reputation changed: {after_reputation}");
     assert!(after.to_lowercase().contains("sword"), "the remembered trade reaches the prompt: {after}");
-    assert!(output.contains("threatened me") && output.contains("heard through gossip"), "the news: {output}");
+    assert!(
+        output.contains("Hale told you Aria threatened them") && output.contains("heard through gossip"),
+        "the news, from Brom's side: {output}"
+    );
     assert!(output.contains("relationship_changed") || output.contains("memory_milestone"), "signals: {output}");
+    let (_, hale) = output.split_once("=== Hale's relationship with Aria ===").expect("Hale's relationship printed");
+    assert!(hale.contains("stage: \"enemy\"") || hale.contains("stage: \"rival\""), "two death threats: {hale}");
+    assert!(
+        output.contains("npc_hostile for Hale") || output.contains("npc_cowered for Hale"),
+        "the threats turned Hale hostile or cowed, with the signal: {output}"
+    );
     for service in services {
         service.stop().await;
     }

@@ -171,6 +171,7 @@ async fn facts_with_awkward_tags_and_provenance_round_trip_exactly() {
         hop_count: 2,
         provenance: provenance.clone(),
         expires_at: None,
+        perspective: None,
     };
     // The speaker holds the fact it tells (a copy is stored only then).
     let told = HeldFact {
@@ -348,6 +349,7 @@ fn world_event(holder: Uuid, origin: Uuid, speaker: Option<Uuid>) -> npcmem_stor
             hop_count: speaker.map_or(0, |_| 1),
             provenance: speaker.into_iter().collect(),
             expires_at: None,
+            perspective: None,
         },
         source: if speaker.is_some() { Source::Gossip } else { Source::Authored },
         source_memory_id: None,

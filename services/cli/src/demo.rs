@@ -156,7 +156,7 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
             ],
         ),
         (
-            "helps Brom against bandits",
+            "saves Brom's forge from bandits",
             cast.blacksmith,
             "Brom",
             "blacksmith",
@@ -175,6 +175,14 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
             "guard",
             "city_guard",
             vec!["Out of my way, you useless idiot. Watch your back, guard.", "Move along before I arrest you."],
+        ),
+        (
+            "threatens Hale's life at the gate",
+            cast.guard,
+            "Hale",
+            "guard",
+            "city_guard",
+            vec!["Open the gate or I'll cut your throat.", "...Go. Just go."],
         ),
     ];
     for (what, npc, name, role, faction, lines) in &scene {
@@ -196,7 +204,10 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
         .await?;
         let heard =
             knowledge["facts"].as_array().is_some_and(|facts| facts.iter().any(|fact| fact["source"] == "gossip"));
-        if memories["count"].as_u64().unwrap_or(0) >= 2 && heard {
+        let hale =
+            request(&bus, "query.relationship", &json!({"npc_id": cast.guard, "player_id": cast.player})).await?;
+        let hale_met_twice = hale["interaction_count"].as_u64().unwrap_or(0) >= 2;
+        if memories["count"].as_u64().unwrap_or(0) >= 2 && heard && hale_met_twice {
             break (memories, knowledge);
         }
         if Instant::now() >= deadline {
@@ -222,13 +233,15 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
             Some(other) => other,
             None => "?",
         };
-        writeln!(out, "- {} ({how}, confidence {})", fact["content"].as_str().unwrap_or("?"), fact["confidence"])?;
+        writeln!(out, "- {} ({how}, confidence {})", fact["told"].as_str().unwrap_or("?"), fact["confidence"])?;
     }
-    let relationship =
-        request(&bus, "query.relationship", &json!({"npc_id": cast.blacksmith, "player_id": cast.player})).await?;
-    writeln!(out, "\n=== Brom's relationship with {PLAYER_NAME} ===")?;
-    for dimension in ["stage", "trust", "friendliness", "respect", "loyalty", "fear", "interaction_count"] {
-        writeln!(out, "{dimension}: {}", relationship[dimension])?;
+    for (npc, name) in [(cast.blacksmith, "Brom"), (cast.guard, "Hale")] {
+        let relationship =
+            request(&bus, "query.relationship", &json!({"npc_id": npc, "player_id": cast.player})).await?;
+        writeln!(out, "\n=== {name}'s relationship with {PLAYER_NAME} ===")?;
+        for dimension in ["stage", "trust", "friendliness", "respect", "loyalty", "fear", "interaction_count"] {
+            writeln!(out, "{dimension}: {}", relationship[dimension])?;
+        }
     }
     let after = prompt(&bus, &cast, "Do you remember me? I need another blade.").await?;
     print_prompt(out, "Brom's prompt after the scene", &after)?;

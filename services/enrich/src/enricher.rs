@@ -293,7 +293,7 @@ impl Candidates {
             .iter()
             .flat_map(|facts| facts.iter())
             .filter(|fact| fact.valid_at(now))
-            .map(|fact| format!("- {}{}", fact.content, if fact.confidence < 0.7 { " (you are not sure)" } else { "" }))
+            .map(|fact| format!("- {}", fact.told))
             .collect();
         let mood = data
             .mood

@@ -9,6 +9,7 @@ use chrono::{NaiveDate, Utc};
 use npcmem_bus::dlq::DeadLetterCause;
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
 use npcmem_core::extraction::ExtractedMemory;
+use npcmem_core::extraction::candidate::Party;
 use npcmem_core::extraction::prompt::extraction_messages;
 use npcmem_core::extraction::rules::RulesExtractor;
 use npcmem_core::extraction::safety::{SafetyContext, SafetyFilter, reason};
@@ -296,6 +297,8 @@ impl ExtractHandler {
                     source_conversation_id: Some(claim.conversation_id),
                     extractor: extraction.extractor.as_str(),
                     created_at: happened_at,
+                    actor_id: party_id(claim, memory.actor),
+                    target_id: party_id(claim, memory.target),
                 });
                 touched_types.insert((claim.npc_id, claim.player_id, memory.memory_type));
                 if reviewed.flag != SafetyFlag::Clean {
@@ -499,6 +502,15 @@ fn extract_with(claim: ClaimedConversation, from_llm: Option<Vec<ExtractedMemory
     Extraction { claim, extractor, memories }
 }
 
+/// The id of a party to the conversation; none for someone else.
+fn party_id(claim: &ClaimedConversation, party: Option<Party>) -> Option<Uuid> {
+    match party? {
+        Party::Player => Some(claim.player_id),
+        Party::Npc => Some(claim.npc_id),
+        Party::Other => None,
+    }
+}
+
 /// `event.memory.stored` (DESIGN §3), `Nats-Msg-Id` = event_id.
 fn memory_stored_event(topology: &Topology, extraction: &Extraction) -> OutboxMessage {
     let claim = &extraction.claim;
@@ -525,8 +537,13 @@ fn memory_stored_event(topology: &Topology, extraction: &Extraction) -> OutboxMe
                 emotional_valence: reviewed.memory.emotional_valence,
                 emotional_intensity: reviewed.memory.emotional_intensity,
                 safety_flag: reviewed.flag,
+                actor_id: party_id(claim, reviewed.memory.actor),
+                target_id: party_id(claim, reviewed.memory.target),
+                statement: reviewed.memory.statement.clone(),
             })
             .collect(),
+        npc_name: Some(claim.npc_name.clone()),
+        player_name: Some(claim.player_name.clone()),
     };
     OutboxMessage {
         subject: topology.event("memory.stored"),

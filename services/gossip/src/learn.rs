@@ -4,6 +4,7 @@
 //! derive from the message, so a redelivery stores nothing twice.
 
 use foldhash::HashSet;
+use std::sync::Arc;
 use std::task::Poll;
 
 use chrono::{DateTime, Utc};
@@ -11,6 +12,7 @@ use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
 use npcmem_core::gossip::contradiction::{Outcome, Revision, revise_batch};
 use npcmem_core::gossip::{Drives, HeldFact};
 use npcmem_core::memory::SafetyFlag;
+use npcmem_core::perspective::Perspective;
 use npcmem_core::validate::decode_message;
 use npcmem_core::validate::world::decode_world;
 use npcmem_core::wire::{
@@ -68,7 +70,22 @@ pub fn fact_from_memory(event: &MemoryStored, memory: &npcmem_core::wire::Stored
         hop_count: 0,
         provenance: Vec::new(),
         expires_at: None,
+        perspective: perspective_of(event, memory),
     })
+}
+
+/// Who did what to whom in the memory, for every holder to read from their own side.
+fn perspective_of(event: &MemoryStored, memory: &npcmem_core::wire::StoredMemory) -> Option<Arc<Perspective>> {
+    let perspective = Perspective {
+        actor_id: memory.actor_id,
+        target_id: memory.target_id,
+        statement: memory.statement.clone(),
+        npc_id: Some(event.npc_id),
+        npc_name: event.npc_name.clone(),
+        player_name: event.player_name.clone(),
+    };
+    let known = memory.statement.is_some() || memory.actor_id.is_some() || memory.target_id.is_some();
+    known.then(|| Arc::new(perspective))
 }
 
 /// Whether a memory names a faction in its tags or words: `smiths_guild` matches the tag
@@ -584,6 +601,7 @@ fn world_fact(
             hop_count: 0,
             provenance: Vec::new(),
             expires_at,
+            perspective: None,
         },
         source,
         source_memory_id: None,
@@ -665,6 +683,7 @@ mod tests {
                 hop_count: 2,
                 provenance: vec![speaker],
                 expires_at: Some(DateTime::<Utc>::UNIX_EPOCH),
+                perspective: None,
             },
             source: Source::Gossip,
             source_memory_id: None,

@@ -731,6 +731,7 @@ mod tests {
             hop_count: 0,
             provenance: vec![],
             expires_at: None,
+            perspective: None,
         };
         world.take_in(fact.clone(), now);
         world.note_known(holder, Uuid::now_v7());

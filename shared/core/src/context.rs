@@ -173,19 +173,111 @@ pub fn memory_line(memory: &ContextMemory, now: DateTime<Utc>) -> String {
     format!("{icon} {} ({}, {stars})", memory.content, format_age(memory.created_at, now))
 }
 
-/// Seed `_format_relationship`.
+/// Seed `_format_relationship`, with the attitude read from the dimensions that stand
+/// out instead of the disposition alone (which left most NPCs "neutral"): "Relationship:
+/// Rival. You are afraid of them, distrust them and dislike them." An overall tone leads
+/// when the disposition is strong (warm, or hostile); when no single feeling stands out
+/// the disposition's lean is named, and "neutral" only when there is none.
 pub fn relationship_summary(relationship: &Relationship) -> String {
     let stage = title_case(&relationship.stage.as_str().replace('_', " "));
-    let attitude = if relationship.disposition > 0.5 {
-        "You regard them positively"
-    } else if relationship.disposition < -0.5 {
-        "You regard them negatively"
-    } else {
-        "You have neutral feelings toward them"
+    let feelings = strongest_feelings(relationship, 3);
+    let tone = relationship_tone(relationship);
+    let attitude = match (tone, feelings.is_empty()) {
+        (None, true) => match relationship.disposition {
+            // Nothing stands out yet, but the small changes lean one way.
+            d if d >= 0.05 => "You are well disposed toward them".to_owned(),
+            d if d <= -0.05 => "You are ill disposed toward them".to_owned(),
+            _ => "You have neutral feelings toward them".to_owned(),
+        },
+        (None, false) => format!("You {}", join_feelings(&feelings)),
+        (Some(tone), true) => tone.to_owned(),
+        (Some(tone), false) => format!("{tone}: you {}", join_feelings(&feelings)),
     };
-    let details = descriptors(relationship);
-    let detail_text = if details.is_empty() { String::new() } else { format!(" ({})", details.join(", ")) };
-    format!("Relationship: {stage}. {attitude}.{detail_text}")
+    format!("Relationship: {stage}. {attitude}.")
+}
+
+/// The overall tone, only when the disposition (or trust, which alone makes an enemy)
+/// is far from the middle.
+fn relationship_tone(relationship: &Relationship) -> Option<&'static str> {
+    let disposition = relationship.disposition;
+    if disposition <= -0.45 || relationship.get(Dimension::Trust) < 0.2 {
+        Some("You are hostile toward them")
+    } else if disposition >= 0.5 {
+        Some("You regard them very warmly")
+    } else if disposition >= 0.2 {
+        Some("You feel warmly toward them")
+    } else {
+        None
+    }
+}
+
+/// How far a dimension stands from where a relationship starts (0.5, or 0 for fear and
+/// romantic interest) before it is worth a word.
+const FEELING_STANDS_OUT: f64 = 0.1;
+
+/// The feelings that stand out, strongest first (ties in dimension order), at most
+/// `limit`, as verb phrases after "You": "are afraid of them", "trust them".
+fn strongest_feelings(relationship: &Relationship, limit: usize) -> Vec<&'static str> {
+    let mut feelings: Vec<(f64, &'static str)> =
+        Dimension::ALL.into_iter().filter_map(|dimension| feeling(dimension, relationship.get(dimension))).collect();
+    // Stable: equal strengths keep the dimension order.
+    feelings.sort_by(|a, b| b.0.total_cmp(&a.0));
+    feelings.into_iter().take(limit).map(|(_, words)| words).collect()
+}
+
+/// A dimension's value in words, with how strongly it stands out; None when it does not.
+fn feeling(dimension: Dimension, value: f64) -> Option<(f64, &'static str)> {
+    let (strength, words) = match dimension {
+        Dimension::Fear => (
+            value,
+            match value {
+                v if v > 0.7 => "are terrified of them",
+                v if v >= 0.35 => "are afraid of them",
+                v if v >= 0.15 => "are wary of them",
+                _ => return None,
+            },
+        ),
+        Dimension::RomanticInterest => (
+            value,
+            match value {
+                v if v >= 0.6 => "are in love with them",
+                v if v >= 0.3 => "are drawn to them",
+                _ => return None,
+            },
+        ),
+        _ => {
+            let departure = value - 0.5;
+            if departure.abs() < FEELING_STANDS_OUT - 1e-9 {
+                return None;
+            }
+            let words = match (dimension, departure > 0.0, departure.abs() >= 0.3) {
+                (Dimension::Trust, true, true) => "trust them completely",
+                (Dimension::Trust, true, false) => "trust them",
+                (Dimension::Trust, false, _) => "distrust them",
+                (Dimension::Friendliness, true, true) => "are very fond of them",
+                (Dimension::Friendliness, true, false) => "like them",
+                (Dimension::Friendliness, false, true) => "despise them",
+                (Dimension::Friendliness, false, false) => "dislike them",
+                (Dimension::Respect, true, true) => "admire them",
+                (Dimension::Respect, true, false) => "respect them",
+                (Dimension::Respect, false, _) => "look down on them",
+                (Dimension::Loyalty, true, _) => "feel loyal to them",
+                (Dimension::Loyalty, false, _) => "feel no loyalty to them",
+                (Dimension::Fear | Dimension::RomanticInterest, _, _) => return None,
+            };
+            (departure.abs(), words)
+        }
+    };
+    Some((strength, words))
+}
+
+/// "a", "a and b", "a, b and c".
+fn join_feelings(feelings: &[&str]) -> String {
+    match feelings {
+        [] => String::new(),
+        [only] => (*only).to_owned(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
 }
 
 fn descriptors(relationship: &Relationship) -> Vec<&'static str> {
@@ -407,3 +499,121 @@ pub fn render_prompt(template: Option<&str>, persona: &Persona, placeholders: &B
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod relationship_summary_tests {
+    use super::relationship_summary;
+    use crate::relationship::{Dimension, Relationship, Stage, disposition};
+
+    fn relationship(stage: Stage, values: &[(Dimension, f64)]) -> Relationship {
+        let mut relationship = Relationship::initial(0.0);
+        for (dimension, value) in values {
+            relationship.dims[dimension.index()] = *value;
+        }
+        relationship.disposition = disposition(&relationship.dims);
+        relationship.stage = stage;
+        relationship.interaction_count = 1;
+        relationship
+    }
+
+    #[test]
+    fn a_frightened_npc_is_afraid() {
+        let afraid = relationship(Stage::Rival, &[(Dimension::Fear, 0.4), (Dimension::Trust, 0.35)]);
+        assert_eq!(relationship_summary(&afraid), "Relationship: Rival. You are afraid of them and distrust them.");
+        let terrified = relationship(Stage::Enemy, &[(Dimension::Fear, 0.9)]);
+        assert!(
+            relationship_summary(&terrified).contains("are terrified of them"),
+            "{}",
+            relationship_summary(&terrified)
+        );
+        let wary = relationship(Stage::Acquaintance, &[(Dimension::Fear, 0.2)]);
+        assert_eq!(relationship_summary(&wary), "Relationship: Acquaintance. You are wary of them.");
+    }
+
+    #[test]
+    fn a_trusting_npc_trusts() {
+        let trusting = relationship(Stage::Acquaintance, &[(Dimension::Trust, 0.65)]);
+        assert_eq!(relationship_summary(&trusting), "Relationship: Acquaintance. You trust them.");
+        let ally = relationship(
+            Stage::TrustedAlly,
+            &[(Dimension::Trust, 0.9), (Dimension::Loyalty, 0.8), (Dimension::Friendliness, 0.8)],
+        );
+        assert_eq!(
+            relationship_summary(&ally),
+            "Relationship: Trusted Ally. You regard them very warmly: you trust them completely, feel loyal to them \
+             and are very fond of them."
+        );
+    }
+
+    #[test]
+    fn a_hostile_npc_is_hostile() {
+        let hostile = relationship(
+            Stage::Enemy,
+            &[(Dimension::Trust, 0.15), (Dimension::Friendliness, 0.18), (Dimension::Fear, 0.1)],
+        );
+        assert_eq!(
+            relationship_summary(&hostile),
+            "Relationship: Enemy. You are hostile toward them: you distrust them and despise them."
+        );
+    }
+
+    #[test]
+    fn a_rescued_npc_feels_warmly() {
+        // What one severe rescue leaves (docs/relationships.md, canonical scenes).
+        let rescued = relationship(
+            Stage::Friend,
+            &[
+                (Dimension::Trust, 0.7),
+                (Dimension::Respect, 0.646),
+                (Dimension::Loyalty, 0.666),
+                (Dimension::Friendliness, 0.652),
+            ],
+        );
+        assert_eq!(
+            relationship_summary(&rescued),
+            "Relationship: Friend. You feel warmly toward them: you trust them, feel loyal to them and like them."
+        );
+    }
+
+    #[test]
+    fn neutral_only_when_nothing_stands_out() {
+        let met = relationship(Stage::Acquaintance, &[]);
+        assert_eq!(relationship_summary(&met), "Relationship: Acquaintance. You have neutral feelings toward them.");
+        let barely_moved = relationship(
+            Stage::Acquaintance,
+            &[(Dimension::Trust, 0.59), (Dimension::Friendliness, 0.41), (Dimension::Fear, 0.14)],
+        );
+        assert!(relationship_summary(&barely_moved).contains("neutral"));
+        let disliked = relationship(Stage::Acquaintance, &[(Dimension::Friendliness, 0.4)]);
+        assert_eq!(relationship_summary(&disliked), "Relationship: Acquaintance. You dislike them.");
+        // One good turn: nothing stands out, but it leans warm.
+        let helped_once = relationship(
+            Stage::Acquaintance,
+            &[(Dimension::Trust, 0.546), (Dimension::Friendliness, 0.546), (Dimension::Loyalty, 0.512)],
+        );
+        assert_eq!(
+            relationship_summary(&helped_once),
+            "Relationship: Acquaintance. You are well disposed toward them."
+        );
+        let snubbed = relationship(Stage::Acquaintance, &[(Dimension::Trust, 0.45), (Dimension::Friendliness, 0.45)]);
+        assert_eq!(relationship_summary(&snubbed), "Relationship: Acquaintance. You are ill disposed toward them.");
+    }
+
+    #[test]
+    fn the_strongest_feelings_come_first_and_at_most_three() {
+        let mixed = relationship(
+            Stage::Rival,
+            &[
+                (Dimension::Trust, 0.3),
+                (Dimension::Fear, 0.5),
+                (Dimension::Respect, 0.75),
+                (Dimension::Loyalty, 0.35),
+                (Dimension::Friendliness, 0.45),
+            ],
+        );
+        assert_eq!(
+            relationship_summary(&mixed),
+            "Relationship: Rival. You are afraid of them, respect them and distrust them."
+        );
+    }
+}

@@ -4,6 +4,7 @@
 //! budget. Pure: the gossip service owns the state and the storage.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 // The queue looks NPCs and pairs up by the thousand per tick: SipHash was a third of that.
@@ -11,6 +12,7 @@ use foldhash::{HashMap, HashSet};
 use uuid::Uuid;
 
 use crate::memory::round3;
+use crate::perspective::Perspective;
 use crate::wire::KnowledgeCategory;
 
 pub mod contradiction;
@@ -41,6 +43,9 @@ pub struct HeldFact {
     /// The NPCs the fact passed through on its way here, speakers in order.
     pub provenance: Vec<Uuid>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// Who did what to whom, so each holder reads it from their own side; shared by every
+    /// copy gossip makes of it.
+    pub perspective: Option<Arc<Perspective>>,
 }
 
 impl HeldFact {
@@ -130,6 +135,7 @@ pub fn propagate(fact: &HeldFact, speaker: Uuid, listener: Uuid, new_id: Uuid) -
         hop_count: fact.hop_count + 1,
         provenance,
         expires_at: fact.expires_at,
+        perspective: fact.perspective.clone(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod context;
 pub mod extraction;
 pub mod gossip;
 pub mod memory;
+pub mod perspective;
 pub mod recall;
 pub mod redact;
 pub mod relationship;

@@ -175,6 +175,12 @@ pub struct MemoryStored {
     pub ended_at: DateTime<Utc>,
     #[serde(default)]
     pub memories: Vec<StoredMemory>,
+    /// The names the memories' statements stand for (absent from events written before
+    /// perspective was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npc_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub player_name: Option<String>,
 }
 
 /// One memory as carried by `event.memory.stored`.
@@ -193,6 +199,15 @@ pub struct StoredMemory {
     pub emotional_intensity: f64,
     #[serde(default)]
     pub safety_flag: SafetyFlag,
+    /// Who did it to whom, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_id: Option<Uuid>,
+    /// The memory with `{player}` and `{npc}` for the two parties, so anyone it is told
+    /// to reads it from their own side (`npcmem_core::perspective`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
 }
 
 /// The six relationship dimensions (each in [0, 1]) and the stage at one version.

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use npcmem_core::context::ContextMemory;
 use npcmem_core::memory::MemoryType;
+use npcmem_core::perspective::{Perspective, knowledge_line};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -119,6 +120,9 @@ pub struct Fact {
     /// Not on the wire: a cached fact stops showing once this passes.
     #[serde(skip)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// How the fact reads in its holder's prompt: its own experience as remembered, or
+    /// heard from whom and how far believed (`npcmem_core::perspective::knowledge_line`).
+    pub told: String,
 }
 
 impl Fact {
@@ -138,12 +142,14 @@ pub async fn knowledge(
     subject_id: Option<Uuid>,
     limit: i64,
 ) -> StoreResult<Vec<Fact>> {
-    type Row = (Uuid, String, Option<Uuid>, String, Vec<String>, f64, f64, String, Option<DateTime<Utc>>);
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, category, subject_id, content, tags, confidence, importance, source, expires_at FROM knowledge_facts
-         WHERE npc_id = $1 AND (expires_at IS NULL OR expires_at > $2) AND superseded_by IS NULL
-           AND ($3::text IS NULL OR $3 = ANY(tags)) AND ($4::uuid IS NULL OR subject_id = $4)
-         ORDER BY importance DESC, confidence DESC, created_at DESC LIMIT $5",
+    let rows: Vec<KnowledgeRow> = sqlx::query_as(
+        "SELECT k.id, k.category, k.subject_id, k.content, k.tags, k.confidence, k.importance, k.source, k.expires_at,
+                k.hop_count, k.speaker_id, teller.name AS teller_name, k.actor_id, k.target_id, k.statement,
+                k.about_npc_id, k.about_npc_name, k.about_player_name
+         FROM knowledge_facts k LEFT JOIN npc_profiles teller ON teller.npc_id = k.speaker_id
+         WHERE k.npc_id = $1 AND (k.expires_at IS NULL OR k.expires_at > $2) AND k.superseded_by IS NULL
+           AND ($3::text IS NULL OR $3 = ANY(k.tags)) AND ($4::uuid IS NULL OR k.subject_id = $4)
+         ORDER BY k.importance DESC, k.confidence DESC, k.created_at DESC LIMIT $5",
     )
     .bind(npc_id)
     .bind(now)
@@ -154,18 +160,53 @@ pub async fn knowledge(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, category, subject_id, content, tags, confidence, importance, source, expires_at)| Fact {
-            id,
-            category,
-            subject_id,
-            content,
-            tags,
-            confidence,
-            importance,
-            source,
-            expires_at,
+        .map(|row| {
+            let perspective = Perspective {
+                actor_id: row.actor_id,
+                target_id: row.target_id,
+                statement: row.statement,
+                npc_id: row.about_npc_id,
+                npc_name: row.about_npc_name,
+                player_name: row.about_player_name,
+            };
+            let teller = row.speaker_id.zip(row.teller_name.as_deref());
+            let told = knowledge_line(npc_id, &row.content, row.hop_count, row.confidence, &perspective, teller);
+            Fact {
+                id: row.id,
+                category: row.category,
+                subject_id: row.subject_id,
+                content: row.content,
+                tags: row.tags,
+                confidence: row.confidence,
+                importance: row.importance,
+                source: row.source,
+                expires_at: row.expires_at,
+                told,
+            }
         })
         .collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct KnowledgeRow {
+    id: Uuid,
+    category: String,
+    subject_id: Option<Uuid>,
+    content: String,
+    tags: Vec<String>,
+    confidence: f64,
+    importance: f64,
+    source: String,
+    expires_at: Option<DateTime<Utc>>,
+    hop_count: i32,
+    speaker_id: Option<Uuid>,
+    teller_name: Option<String>,
+    actor_id: Option<Uuid>,
+    target_id: Option<Uuid>,
+    statement: Option<String>,
+    about_npc_id: Option<Uuid>,
+    about_npc_name: Option<String>,
+    about_player_name: Option<String>,
 }
 
 /// An NPC's mood as the read side shows it.

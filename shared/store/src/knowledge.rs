@@ -1,9 +1,12 @@
 //! Knowledge facts, NPC locations and profiles as the gossip service writes and loads
 //! them (migration 0007).
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use npcmem_core::gossip::contradiction::{Outcome, Revision};
 use npcmem_core::gossip::{Drives, HeldFact, MAX_FACTS_PER_NPC};
+use npcmem_core::perspective::Perspective;
 use npcmem_core::wire::KnowledgeCategory;
 use sqlx::postgres::{PgArguments, PgHasArrayType, PgTypeInfo};
 use sqlx::{Arguments, PgConnection};
@@ -114,7 +117,8 @@ macro_rules! insert_facts_sql {
         concat!(
             "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, tags, confidence, importance,
                                           source, source_memory_id, origin_fact_id, hop_count, provenance,
-                                          speaker_id, expires_at)
+                                          speaker_id, expires_at, actor_id, target_id, statement,
+                                          about_npc_id, about_npc_name, about_player_name)
              SELECT * FROM UNNEST($1::knowledge_fact_row[]) AS f ",
             $where,
             " ORDER BY npc_id, origin_fact_id ",
@@ -183,6 +187,12 @@ struct FactRow<'a> {
     provenance: &'a [Uuid],
     speaker_id: Option<Uuid>,
     expires_at: Option<DateTime<Utc>>,
+    actor_id: Option<Uuid>,
+    target_id: Option<Uuid>,
+    statement: Option<&'a str>,
+    about_npc_id: Option<Uuid>,
+    about_npc_name: Option<&'a str>,
+    about_player_name: Option<&'a str>,
 }
 
 impl sqlx::Type<sqlx::Postgres> for FactRow<'_> {
@@ -200,6 +210,7 @@ impl PgHasArrayType for FactRow<'_> {
 impl<'a> FactRow<'a> {
     fn of(new: &'a NewFact) -> Self {
         let fact = &new.fact;
+        let perspective = fact.perspective.as_deref();
         Self {
             id: fact.id,
             npc_id: fact.holder,
@@ -216,6 +227,12 @@ impl<'a> FactRow<'a> {
             provenance: &fact.provenance,
             speaker_id: new.speaker_id,
             expires_at: fact.expires_at,
+            actor_id: perspective.and_then(|p| p.actor_id),
+            target_id: perspective.and_then(|p| p.target_id),
+            statement: perspective.and_then(|p| p.statement.as_deref()),
+            about_npc_id: perspective.and_then(|p| p.npc_id),
+            about_npc_name: perspective.and_then(|p| p.npc_name.as_deref()),
+            about_player_name: perspective.and_then(|p| p.player_name.as_deref()),
         }
     }
 }
@@ -287,10 +304,17 @@ struct StoredFact {
     hop_count: i32,
     provenance: Vec<Uuid>,
     expires_at: Option<DateTime<Utc>>,
+    actor_id: Option<Uuid>,
+    target_id: Option<Uuid>,
+    statement: Option<String>,
+    about_npc_id: Option<Uuid>,
+    about_npc_name: Option<String>,
+    about_player_name: Option<String>,
 }
 
 const STORED_FACT_COLUMNS: &str = "id, origin_fact_id, npc_id, category, subject_id, content, tags, confidence, \
-     importance, hop_count, provenance, expires_at";
+     importance, hop_count, provenance, expires_at, actor_id, target_id, statement, about_npc_id, about_npc_name, \
+     about_player_name";
 
 impl StoredFact {
     fn into_held(self) -> Option<HeldFact> {
@@ -307,6 +331,16 @@ impl StoredFact {
             hop_count: self.hop_count,
             provenance: self.provenance,
             expires_at: self.expires_at,
+            perspective: Some(Perspective {
+                actor_id: self.actor_id,
+                target_id: self.target_id,
+                statement: self.statement,
+                npc_id: self.about_npc_id,
+                npc_name: self.about_npc_name,
+                player_name: self.about_player_name,
+            })
+            .filter(|perspective| !perspective.is_empty())
+            .map(Arc::new),
         })
     }
 }

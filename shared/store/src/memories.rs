@@ -27,6 +27,9 @@ pub struct NewMemory {
     pub source_conversation_id: Option<Uuid>,
     pub extractor: &'static str,
     pub created_at: DateTime<Utc>,
+    /// Who did it to whom, when known.
+    pub actor_id: Option<Uuid>,
+    pub target_id: Option<Uuid>,
 }
 
 /// Inserts the memories (ignoring ids that exist) in one statement.
@@ -52,20 +55,22 @@ pub async fn insert_batch(connection: &mut PgConnection, memories: &[NewMemory])
     let sources: Vec<Option<Uuid>> = memories.iter().map(|m| m.source_conversation_id).collect();
     let extractors: Vec<&str> = memories.iter().map(|m| m.extractor).collect();
     let created: Vec<DateTime<Utc>> = memories.iter().map(|m| m.created_at).collect();
+    let actors: Vec<Option<Uuid>> = memories.iter().map(|m| m.actor_id).collect();
+    let targets: Vec<Option<Uuid>> = memories.iter().map(|m| m.target_id).collect();
     sqlx::query(
         "INSERT INTO memories (id, npc_id, player_id, memory_type, content, tags, importance, confidence,
              salience, location, emotional_valence, emotional_intensity, safety_flag,
-             source_conversation_id, extractor, created_at, last_accessed)
+             source_conversation_id, extractor, created_at, last_accessed, actor_id, target_id)
          SELECT id, npc_id, player_id, memory_type, content,
                 ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), importance, confidence, salience,
                 location, emotional_valence, emotional_intensity, safety_flag, source_conversation_id,
-                extractor, created_at, created_at
+                extractor, created_at, created_at, actor_id, target_id
          FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[],
                      $7::float8[], $8::float8[], $9::float8[], $10::text[], $11::text[], $12::float8[],
-                     $13::text[], $14::uuid[], $15::text[], $16::timestamptz[])
+                     $13::text[], $14::uuid[], $15::text[], $16::timestamptz[], $17::uuid[], $18::uuid[])
               AS m(id, npc_id, player_id, memory_type, content, tags, importance, confidence, salience,
                    location, emotional_valence, emotional_intensity, safety_flag,
-                   source_conversation_id, extractor, created_at)
+                   source_conversation_id, extractor, created_at, actor_id, target_id)
          ON CONFLICT (id) DO NOTHING",
     )
     .bind(&ids)
@@ -84,6 +89,8 @@ pub async fn insert_batch(connection: &mut PgConnection, memories: &[NewMemory])
     .bind(&sources)
     .bind(&extractors)
     .bind(&created)
+    .bind(&actors)
+    .bind(&targets)
     .execute(connection)
     .await?;
     Ok(())

@@ -44,7 +44,7 @@ async fn a_bad_world_message_is_dead_lettered_alone_and_its_batch_is_applied() {
     env.cleanup().await;
 }
 
-fn knowledge_section(reply: &Value) -> String {
+pub(super) fn knowledge_section(reply: &Value) -> String {
     let sections = reply["sections"].as_array().cloned().unwrap_or_default();
     let knowledge = sections.iter().find(|s| s["provider"] == "knowledge");
     knowledge.and_then(|s| s["content"].as_str()).unwrap_or_default().to_owned()

@@ -6,6 +6,7 @@
 
 mod inputs;
 mod leader;
+mod perspective;
 mod revisions;
 mod spread;
 

@@ -224,6 +224,7 @@ fn learned_world_event(npc: Uuid, tick: usize) -> knowledge::NewFact {
             hop_count: 0,
             provenance: Vec::new(),
             expires_at: None,
+            perspective: None,
         },
         source: knowledge::Source::Authored,
         source_memory_id: None,

@@ -28,4 +28,41 @@ pub struct ExtractedMemory {
     pub emotional_valence: EmotionalValence,
     /// In [0, 1].
     pub emotional_intensity: f64,
+    /// Who did it and to whom, when the extractor knows.
+    #[serde(default)]
+    pub actor: Option<Party>,
+    #[serde(default)]
+    pub target: Option<Party>,
+    /// The memory with `{player}` and `{npc}` for the two parties
+    /// (`npcmem_core::perspective`); `content` is it rendered for the NPC.
+    #[serde(default)]
+    pub statement: Option<String>,
+}
+
+/// A party to an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Party {
+    Player,
+    Npc,
+    /// Someone else: the bandits, the player's brother.
+    Other,
+}
+
+impl std::str::FromStr for Party {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        [Party::Player, Party::Npc, Party::Other].into_iter().find(|party| party.as_str() == text).ok_or(())
+    }
+}
+
+impl Party {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Party::Player => "player",
+            Party::Npc => "npc",
+            Party::Other => "other",
+        }
+    }
 }

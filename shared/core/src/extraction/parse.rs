@@ -245,6 +245,10 @@ fn memory_from_item(item: &Value) -> Option<ExtractedMemory> {
         confidence: round3(unit_number(fields, "confidence", DEFAULT_LLM_CONFIDENCE)),
         emotional_valence: enum_field(fields, "emotional_valence").unwrap_or(EmotionalValence::Neutral),
         emotional_intensity: round3(unit_number(fields, "emotional_intensity", DEFAULT_EMOTIONAL_INTENSITY)),
+        actor: enum_field(fields, "actor"),
+        target: enum_field(fields, "target"),
+        // A model's free text has no placeholders to fill for another holder.
+        statement: None,
     };
     debug_assert!((0.0..=MAX_EXTRACTED_IMPORTANCE).contains(&memory.importance));
     Some(memory)
@@ -355,6 +359,9 @@ mod tests {
             confidence: DEFAULT_LLM_CONFIDENCE,
             emotional_valence: EmotionalValence::Neutral,
             emotional_intensity: 0.1,
+            actor: None,
+            target: None,
+            statement: None,
         }
     }
 

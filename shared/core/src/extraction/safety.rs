@@ -346,6 +346,9 @@ mod tests {
             confidence: 0.9,
             emotional_valence: EmotionalValence::Neutral,
             emotional_intensity: 0.2,
+            actor: None,
+            target: None,
+            statement: None,
         }
     }
 

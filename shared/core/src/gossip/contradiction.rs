@@ -366,6 +366,7 @@ mod tests {
             hop_count: 0,
             provenance: Vec::new(),
             expires_at: None,
+            perspective: Default::default(),
         }
     }
 

@@ -17,6 +17,7 @@ fn fact(holder: Uuid, importance: f64, confidence: f64, tags: &[&str], category:
         hop_count: 0,
         provenance: Vec::new(),
         expires_at: None,
+        perspective: Default::default(),
     }
 }
 

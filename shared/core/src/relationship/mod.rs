@@ -9,6 +9,8 @@
 
 pub mod factions;
 pub mod rules;
+#[cfg(test)]
+mod scenes;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::memory::{MemoryType, SafetyFlag, round3};
 use crate::wire::{RelationshipSnapshot, StoredMemory};
 
-pub use rules::{Attitude, Direction, RelateRules, RulesError, Threshold};
+pub use rules::{Attitude, Direction, RelateRules, RulesError, RulesPreset, Threshold};
 
 /// The six dimensions, in the order [`Dims`] stores them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -191,25 +193,62 @@ pub fn stage(dims: &Dims, disposition: f64, interaction_count: i32) -> Stage {
 
 /// The deltas of one conversation's memories (seed `RelationshipEvaluator`): per tag,
 /// base × importance, × (0.5 + 0.5·intensity) for episodic memories; plus the valence
-/// baseline for episodic memories. Memories the safety filter flagged `suspect` change
-/// nothing: a manipulation attempt must not buy trust.
+/// baseline for episodic memories (× the same intensity factor when
+/// `rules.scale_valence_by_intensity`). A negative memory takes a tag's
+/// `tags_when_negative` effects where they exist. Memories the safety filter flagged
+/// `suspect` change nothing: a manipulation attempt must not buy trust; nor do memories
+/// with an inert tag (facts are knowledge, not events).
 pub fn conversation_deltas(memories: &[StoredMemory], rules: &RelateRules) -> Dims {
     let mut deltas = [0.0; 6];
-    for memory in memories.iter().filter(|memory| memory.safety_flag != SafetyFlag::Suspect) {
+    let counted = memories
+        .iter()
+        .filter(|memory| memory.safety_flag != SafetyFlag::Suspect)
+        .filter(|memory| !rules.is_inert(&memory.tags));
+    for memory in counted {
         let episodic = memory.memory_type == MemoryType::Episodic;
         let intensity_factor = if episodic { 0.5 + memory.emotional_intensity.clamp(0.0, 1.0) * 0.5 } else { 1.0 };
+        let importance = memory.importance.clamp(0.0, 1.0);
         for tag in &memory.tags {
-            for (dimension, base) in rules.tag_effects(tag) {
-                deltas[dimension.index()] += base * memory.importance.clamp(0.0, 1.0) * intensity_factor;
+            for (dimension, base) in rules.tag_effects_for(tag, memory.emotional_valence) {
+                deltas[dimension.index()] += base * importance * intensity_factor;
             }
         }
         if episodic {
+            let scale = if rules.scale_valence_by_intensity { intensity_factor } else { 1.0 };
             for (dimension, adjustment) in rules.valence_effects(memory.emotional_valence) {
-                deltas[dimension.index()] += adjustment;
+                deltas[dimension.index()] += adjustment * scale;
             }
         }
     }
     deltas
+}
+
+/// How good a standing a stage is, for "never raises the stage": enemy < rival <
+/// stranger = acquaintance < friend < close friend < trusted ally.
+pub fn stage_rank(stage: Stage) -> u8 {
+    match stage {
+        Stage::Enemy => 0,
+        Stage::Rival => 1,
+        Stage::Stranger | Stage::Acquaintance => 2,
+        Stage::Friend => 3,
+        Stage::CloseFriend => 4,
+        Stage::TrustedAlly => 5,
+    }
+}
+
+/// The stage after a conversation. A conversation that lowered the disposition never
+/// promotes: without this an insult on the fifth meeting could make a close friend
+/// (the interaction count alone unlocks it), and a first meeting with an NPC of an
+/// allied faction that opened with a threat would make a friend.
+fn stage_after(current: &Relationship, next: &Relationship) -> Stage {
+    let computed = stage(&next.dims, next.disposition, next.interaction_count);
+    if next.disposition >= current.disposition || stage_rank(computed) <= stage_rank(current.stage) {
+        return computed;
+    }
+    match current.stage {
+        Stage::Stranger => Stage::Acquaintance,
+        held => held,
+    }
 }
 
 /// What one conversation did to a relationship.
@@ -235,9 +274,11 @@ pub struct Crossing {
 }
 
 /// Applies one conversation: `deltas` (from [`conversation_deltas`]) under the daily
-/// farming cap on positive change, clamped to [0, 1] and rounded to 3 decimals; one more
-/// interaction (also with no memories), `memory_count` more memories, and
-/// `last_interaction` = `ended_at` when later. The version goes up by one.
+/// farming cap on positive change (except `rules.farming_cap_exempt`), clamped to
+/// [0, 1] and rounded to 3 decimals; one more interaction (also with no memories),
+/// `memory_count` more memories, and `last_interaction` = `ended_at` when later; the
+/// stage, never promoted by a conversation that lowered the disposition. The version
+/// goes up by one.
 pub fn apply_conversation(
     current: &Relationship,
     deltas: &Dims,
@@ -254,7 +295,7 @@ pub fn apply_conversation(
     for dimension in Dimension::ALL {
         let index = dimension.index();
         let mut delta = deltas[index];
-        if delta > 0.0 {
+        if delta > 0.0 && !rules.farming_cap_exempt.contains(&dimension) {
             let room = (rules.farming_cap_per_day - next.gains[index]).max(0.0);
             delta = delta.min(room);
         }
@@ -270,7 +311,7 @@ pub fn apply_conversation(
     next.first_interaction = Some(next.first_interaction.map_or(ended_at, |first| first.min(ended_at)));
     next.last_interaction = Some(next.last_interaction.map_or(ended_at, |last| last.max(ended_at)));
     next.disposition = disposition(&next.dims);
-    next.stage = stage(&next.dims, next.disposition, next.interaction_count);
+    next.stage = stage_after(current, &next);
     next.version = current.version + 1;
 
     let crossings = rules

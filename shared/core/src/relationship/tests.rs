@@ -4,18 +4,21 @@ use uuid::Uuid;
 use super::*;
 use crate::memory::EmotionalValence;
 
+/// Built the way relate receives it (JSON), so fields added to the wire type with a
+/// default need no change here.
 fn memory(tags: &[&str], importance: f64, valence: EmotionalValence, intensity: f64) -> StoredMemory {
-    StoredMemory {
-        id: Uuid::nil(),
-        memory_type: MemoryType::Episodic,
-        content: "x".into(),
-        tags: tags.iter().map(|t| t.to_string()).collect(),
-        importance,
-        confidence: 0.9,
-        emotional_valence: valence,
-        emotional_intensity: intensity,
-        safety_flag: SafetyFlag::Clean,
-    }
+    serde_json::from_value(serde_json::json!({
+        "id": Uuid::nil(),
+        "memory_type": "episodic",
+        "content": "x",
+        "tags": tags,
+        "importance": importance,
+        "confidence": 0.9,
+        "emotional_valence": valence,
+        "emotional_intensity": intensity,
+        "safety_flag": "clean",
+    }))
+    .expect("a stored memory")
 }
 
 fn at(day: u32) -> DateTime<Utc> {
@@ -24,7 +27,7 @@ fn at(day: u32) -> DateTime<Utc> {
 
 #[test]
 fn deltas_follow_the_seed_formula() {
-    let rules = RelateRules::default();
+    let rules = RelateRules::seed();
     // helpful: trust +0.05 × 0.6 × (0.5 + 0.5·0.4) = 0.021, plus valence positive +0.01.
     let deltas = conversation_deltas(&[memory(&["helpful"], 0.6, EmotionalValence::Positive, 0.4)], &rules);
     assert!((deltas[Dimension::Trust.index()] - (0.05 * 0.6 * 0.7 + 0.01)).abs() < 1e-12);
@@ -175,4 +178,96 @@ fn rules_files_override_tables_and_bad_ones_are_refused() {
     assert!(RelateRules::from_toml("milestone_every = 0").is_err());
     assert!(RelateRules::from_toml("surprise = 1").unwrap_err().to_string().contains("surprise"));
     assert!(RelateRules::default().validate().is_ok());
+}
+
+#[test]
+fn the_defaults_scale_valence_by_intensity_and_read_negative_fights_apart() {
+    let rules = RelateRules::default();
+    // insult: friendliness −0.25 × 0.45 × (0.5 + 0.5·0.425), plus valence −0.03 × the same factor.
+    let factor = 0.5 + 0.5 * 0.425;
+    let deltas = conversation_deltas(&[memory(&["insult"], 0.45, EmotionalValence::Negative, 0.425)], &rules);
+    assert!((deltas[Dimension::Friendliness.index()] - (-0.25 * 0.45 * factor - 0.03 * factor)).abs() < 1e-12);
+    let beside = conversation_deltas(&[memory(&["combat", "wolves"], 0.6, EmotionalValence::Positive, 0.5)], &rules);
+    let against = conversation_deltas(&[memory(&["combat", "wolves"], 0.6, EmotionalValence::Negative, 0.5)], &rules);
+    assert!(beside[Dimension::Fear.index()] < 0.0 && against[Dimension::Fear.index()] > 0.0);
+    assert!(against[Dimension::Trust.index()] < 0.0);
+    // The seed preset knows no negative variant: a fight is a fight.
+    let seed = RelateRules::seed();
+    let against = conversation_deltas(&[memory(&["combat"], 0.6, EmotionalValence::Negative, 0.5)], &seed);
+    assert!(against[Dimension::Fear.index()] < 0.0);
+}
+
+#[test]
+fn facts_are_inert_by_default() {
+    let mut fact = memory(&["player_name", "fact"], 0.35, EmotionalValence::Positive, 0.1);
+    fact.memory_type = MemoryType::Semantic;
+    assert_eq!(conversation_deltas(std::slice::from_ref(&fact), &RelateRules::default()), [0.0; 6]);
+    // Even a fact carrying an event's tag ("a regular customer") moves nothing.
+    fact.tags = vec!["trade".into(), "fact".into()];
+    assert_eq!(conversation_deltas(std::slice::from_ref(&fact), &RelateRules::default()), [0.0; 6]);
+    assert!(conversation_deltas(&[fact], &RelateRules::seed())[Dimension::Trust.index()] > 0.0);
+}
+
+#[test]
+fn fear_is_exempt_from_the_farming_cap_by_default_but_not_in_the_seed() {
+    let mut deltas = [0.0; 6];
+    deltas[Dimension::Fear.index()] = 0.3;
+    deltas[Dimension::Friendliness.index()] = 0.3;
+    let start = Relationship::initial(0.0);
+    let rules = RelateRules::default();
+    let twice =
+        apply_conversation(&apply_conversation(&start, &deltas, 1, at(1), &rules).after, &deltas, 1, at(1), &rules);
+    assert_eq!(twice.after.get(Dimension::Fear), 0.6);
+    assert_eq!(twice.after.get(Dimension::Friendliness), 0.7, "goodwill stays capped");
+    let seed = RelateRules::seed();
+    let twice =
+        apply_conversation(&apply_conversation(&start, &deltas, 1, at(1), &seed).after, &deltas, 1, at(1), &seed);
+    assert_eq!(twice.after.get(Dimension::Fear), 0.2);
+}
+
+#[test]
+fn a_conversation_that_lowers_the_disposition_never_promotes() {
+    let rules = RelateRules::default();
+    // Four meetings in, everything but the count says close friend.
+    let mut friend = Relationship::initial(0.0);
+    friend.dims = [0.8, 0.0, 0.6, 0.6, 0.9, 0.0];
+    friend.disposition = disposition(&friend.dims);
+    friend.interaction_count = 4;
+    friend.stage = stage(&friend.dims, friend.disposition, 4);
+    assert_eq!(friend.stage, Stage::Friend);
+    let mut small_slight = [0.0; 6];
+    small_slight[Dimension::Friendliness.index()] = -0.05;
+    let applied = apply_conversation(&friend, &small_slight, 1, at(1), &rules);
+    assert_eq!(stage(&applied.after.dims, applied.after.disposition, 5), Stage::CloseFriend, "by the numbers alone");
+    assert_eq!(applied.after.stage, Stage::Friend);
+    assert_eq!(applied.stage_change, None);
+    // A kind word on the same meeting count promotes.
+    let applied = apply_conversation(&friend, &[0.0; 6], 1, at(1), &rules);
+    assert_eq!(applied.after.stage, Stage::CloseFriend);
+    // A stranger of an allied faction who is insulted is met, not befriended.
+    let allied = Relationship::initial(0.3);
+    let applied = apply_conversation(&allied, &small_slight, 1, at(1), &rules);
+    assert_eq!(applied.after.stage, Stage::Acquaintance);
+    assert_eq!(apply_conversation(&allied, &[0.0; 6], 1, at(1), &rules).after.stage, Stage::Friend);
+}
+
+#[test]
+fn presets_pick_the_tables_a_file_starts_from() {
+    assert_eq!(RelateRules::from_toml("").expect("empty is valid"), RelateRules::default());
+    assert_eq!(RelateRules::from_toml("preset = \"default\"").expect("valid"), RelateRules::default());
+    assert_eq!(RelateRules::from_toml("preset = \"seed\"").expect("valid"), RelateRules::seed());
+    let seed_with_cap = RelateRules::from_toml("preset = \"seed\"\nfarming_cap_per_day = 0.3\n").expect("valid");
+    assert_eq!(seed_with_cap.farming_cap_per_day, 0.3);
+    assert_eq!(seed_with_cap.tags, RelateRules::seed().tags, "the seed's tables where the file says nothing");
+    assert!(seed_with_cap.farming_cap_exempt.is_empty());
+    let unknown = RelateRules::from_toml("preset = \"gentle\"").unwrap_err();
+    assert!(unknown.to_string().contains("gentle"), "{unknown}");
+    let bad_negative = RelateRules::from_toml("[tags_when_negative.combat]\nfear = 2.0\n").unwrap_err();
+    assert_eq!(
+        bad_negative.to_string(),
+        "relate rules: tags_when_negative.combat.fear: magnitude 2 is outside [-1, 1]"
+    );
+    assert!(RelateRules::from_toml("farming_cap_exempt = [\"courage\"]").is_err());
+    assert!(RelateRules::from_toml("inert_tags = [\" \"]").is_err());
+    assert!(RelateRules::seed().validate().is_ok());
 }

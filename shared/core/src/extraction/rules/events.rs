@@ -5,7 +5,7 @@ use regex::Regex;
 
 use super::lexicon::{ENEMIES, ITEM_ADJECTIVES, ITEMS};
 use super::text::Sentence;
-use super::{Finding, Kind, Party, Scene, Severity, compile, negated, quote};
+use super::{Finding, Kind, N, P, Party, Scene, Severity, compile, negated, quote};
 use crate::memory::EmotionalValence;
 use crate::wire::Speaker;
 
@@ -416,21 +416,20 @@ impl Patterns {
         if backed_out {
             return None;
         }
-        let player = &scene.player;
         let price = self.agreed_price(scene, at);
         let item = item_in(std::slice::from_ref(acceptance)).or_else(|| item(scene));
         let player_sells = scene.said_by(Speaker::Player).any(|s| self.player_sells.is_match(&s.plain))
             || (acceptance.by(Speaker::Npc) && self.npc_pays.is_match(&acceptance.plain));
         let prices_said = scene.sentences.iter().filter(|s| self.price.is_match(&s.plain)).count();
         let haggled = prices_said > 1 || scene.sentences.iter().any(|s| self.haggling.is_match(&s.plain));
-        let content = match (player_sells, &item, &price) {
-            (false, Some(item), Some(price)) => format!("{player} bought {item} from me for {price}"),
-            (false, Some(item), None) => format!("{player} bought {item} from me"),
-            (true, Some(item), Some(price)) => format!("{player} sold me {item} for {price}"),
-            (true, Some(item), None) => format!("{player} sold me {item}"),
-            (false, None, Some(price)) => format!("{player} paid me {price}"),
-            (true, None, Some(price)) => format!("I paid {player} {price}"),
-            (_, None, None) => format!("{player} traded with me"),
+        let statement = match (player_sells, &item, &price) {
+            (false, Some(item), Some(price)) => format!("{P} bought {item} from {N} for {price}"),
+            (false, Some(item), None) => format!("{P} bought {item} from {N}"),
+            (true, Some(item), Some(price)) => format!("{P} sold {N} {item} for {price}"),
+            (true, Some(item), None) => format!("{P} sold {N} {item}"),
+            (false, None, Some(price)) => format!("{P} paid {N} {price}"),
+            (true, None, Some(price)) => format!("{N} paid {P} {price}"),
+            (_, None, None) => format!("{P} traded with {N}"),
         };
         let mut topics: Vec<String> =
             item.as_deref().and_then(|item| item.split_whitespace().last()).map(str::to_string).into_iter().collect();
@@ -444,7 +443,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity: Severity::Minor,
             evidence: acceptance.text.to_string(),
-            content,
+            content: String::new(),
+            statement,
             topics,
             valence: None,
         })
@@ -534,7 +534,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity,
             evidence: evidence.text.to_string(),
-            content: format!("{} stole from me: {}", scene.player, quote(evidence.text)),
+            content: String::new(),
+            statement: format!("{P} stole from {N}: {}", quote(evidence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -569,7 +570,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity,
             evidence: sentence.text.to_string(),
-            content: format!("{} threatened me: {}", scene.player, quote(sentence.text)),
+            content: String::new(),
+            statement: format!("{P} threatened {N}: {}", quote(sentence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -604,7 +606,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity,
             evidence: sentence.text.to_string(),
-            content: format!("{} insulted me: {}", scene.player, quote(sentence.text)),
+            content: String::new(),
+            statement: format!("{P} insulted {N}: {}", quote(sentence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -656,7 +659,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity: if oath_broken { Severity::Severe } else { Severity::Moderate },
             evidence: sentence.text.to_string(),
-            content: format!("{} betrayed my trust: {}", scene.player, quote(sentence.text)),
+            content: String::new(),
+            statement: format!("{P} broke faith with {N}: {}", quote(sentence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -685,7 +689,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity,
             evidence: sentence.text.to_string(),
-            content: format!("{} promised me: {}", scene.player, quote(sentence.text)),
+            content: String::new(),
+            statement: format!("{P} promised {N}: {}", quote(sentence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -722,7 +727,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity,
             evidence: told.text.to_string(),
-            content: format!("{} confided a secret to me: {}", scene.player, quote(told.text)),
+            content: String::new(),
+            statement: format!("{P} confided a secret to {N}: {}", quote(told.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -747,9 +753,9 @@ impl Patterns {
                 && !s.plain.ends_with('?')
         })?;
         let item = item_in(std::slice::from_ref(sentence));
-        let content = match item {
-            Some(item) => format!("{} gave me {item} as a gift", scene.player),
-            None => format!("{} gave me a gift: {}", scene.player, quote(sentence.text)),
+        let statement = match item {
+            Some(item) => format!("{P} gave {N} {item} as a gift"),
+            None => format!("{P} gave {N} a gift: {}", quote(sentence.text)),
         };
         Some(Finding {
             kind: Kind::Gift,
@@ -757,7 +763,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity: Severity::Minor,
             evidence: sentence.text.to_string(),
-            content,
+            content: String::new(),
+            statement,
             topics: Vec::new(),
             valence: None,
         })
@@ -809,7 +816,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity: if deep { Severity::Moderate } else { Severity::Minor },
             evidence: sentence.text.to_string(),
-            content: format!("{} helped me: {}", scene.player, quote(sentence.text)),
+            content: String::new(),
+            statement: format!("{P} helped {N}: {}", quote(sentence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -836,7 +844,8 @@ impl Patterns {
             target: Some(Party::Npc),
             severity: Severity::Severe,
             evidence: sentence.text.to_string(),
-            content: format!("{} came to my rescue: {}", scene.player, quote(sentence.text)),
+            content: String::new(),
+            statement: format!("{P} rescued {N}: {}", quote(sentence.text)),
             topics: Vec::new(),
             valence: None,
         })
@@ -858,13 +867,12 @@ impl Patterns {
         } else {
             Severity::Moderate
         };
-        let player = &scene.player;
         let side_by_side = ["we ", "together", "beside", "alongside", "side", "both"].iter().any(|w| whole.contains(w));
-        let side = if side_by_side { "at my side" } else { "for me" };
-        let content = match (&enemy, against_npc) {
-            (_, true) => format!("{player} and I fought: {}", quote(sentence.text)),
-            (Some(enemy), false) => format!("{player} fought the {enemy} {side}: {}", quote(sentence.text)),
-            (None, false) => format!("{player} fought {side}: {}", quote(sentence.text)),
+        let side = if side_by_side { format!("beside {N}") } else { format!("for {N}") };
+        let statement = match (&enemy, against_npc) {
+            (_, true) => format!("{P} fought {N}: {}", quote(sentence.text)),
+            (Some(enemy), false) => format!("{P} fought the {enemy} {side}: {}", quote(sentence.text)),
+            (None, false) => format!("{P} fought {side}: {}", quote(sentence.text)),
         };
         Some(Finding {
             kind: Kind::Combat,
@@ -872,7 +880,8 @@ impl Patterns {
             target: Some(if against_npc { Party::Npc } else { Party::Other }),
             severity,
             evidence: sentence.text.to_string(),
-            content,
+            content: String::new(),
+            statement,
             topics: enemy.into_iter().collect(),
             valence: against_npc.then_some(EmotionalValence::Negative),
         })

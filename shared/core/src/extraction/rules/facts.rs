@@ -5,7 +5,7 @@ use regex::Regex;
 
 use super::events::commits;
 use super::text::Sentence;
-use super::{Finding, Kind, Party, Scene, Severity, compile, negated, quote};
+use super::{Finding, Kind, N, P, Party, Scene, Severity, compile, negated, quote};
 use crate::wire::Speaker;
 
 pub(crate) struct Patterns {
@@ -77,7 +77,6 @@ impl Patterns {
 
     /// Every fact the scene states, at most one per kind, in the order of the kinds.
     pub fn detect(&self, scene: &Scene<'_>) -> Vec<Finding> {
-        let player = &scene.player;
         let player_fact = |kind: Kind, found: Option<&Sentence<'_>>, what: &str| {
             found.map(|s| fact(kind, Party::Player, s.text, format!("{what}: {}", quote(s.text))))
         };
@@ -121,16 +120,17 @@ impl Patterns {
                 && !negated(&s.plain, s.plain.len().min(8))
         });
         [
-            player_fact(Kind::PlayerName, name, &format!("{player} gave me their name")),
-            player_fact(Kind::PlayerOrigin, origin, &format!("Where {player} comes from")),
-            player_fact(Kind::PlayerFamily, family, &format!("{player} told me of their family")),
-            player_fact(Kind::PlayerGoal, goal, &format!("What {player} is after")),
-            player_fact(Kind::PlayerPreference, preference, &format!("What {player} likes or dislikes")),
-            npc_promise
-                .map(|s| fact(Kind::NpcPromise, Party::Npc, s.text, format!("I promised {player}: {}", quote(s.text)))),
-            npc_revealed.map(|s| {
-                fact(Kind::NpcRevealed, Party::Npc, s.text, format!("I told {player} about myself: {}", quote(s.text)))
+            player_fact(Kind::PlayerName, name, &format!("{P} gave {N} their name")),
+            player_fact(Kind::PlayerOrigin, origin, &format!("Where {P} comes from")),
+            player_fact(Kind::PlayerFamily, family, &format!("{P} told {N} of their family")),
+            player_fact(Kind::PlayerGoal, goal, &format!("What {P} is after")),
+            player_fact(Kind::PlayerPreference, preference, &format!("What {P} likes or dislikes")),
+            npc_promise.map(|s| Finding {
+                target: Some(Party::Player),
+                ..fact(Kind::NpcPromise, Party::Npc, s.text, format!("{N} promised {P}: {}", quote(s.text)))
             }),
+            npc_revealed
+                .map(|s| fact(Kind::NpcRevealed, Party::Npc, s.text, format!("{N} told {P}: {}", quote(s.text)))),
         ]
         .into_iter()
         .flatten()
@@ -195,14 +195,15 @@ impl Patterns {
     }
 }
 
-fn fact(kind: Kind, actor: Party, evidence: &str, content: String) -> Finding {
+fn fact(kind: Kind, actor: Party, evidence: &str, statement: String) -> Finding {
     Finding {
         kind,
         actor,
         target: None,
         severity: Severity::Minor,
         evidence: evidence.to_string(),
-        content,
+        content: String::new(),
+        statement,
         topics: Vec::new(),
         valence: None,
     }

@@ -19,6 +19,7 @@ mod text;
 
 use std::sync::OnceLock;
 
+pub use crate::extraction::candidate::Party;
 use crate::extraction::candidate::{
     ExtractedMemory, MAX_CONTENT_CHARS, MAX_EXTRACTED_IMPORTANCE, MAX_MEMORIES_PER_EXTRACTION,
 };
@@ -32,6 +33,9 @@ use text::Sentence;
 const RULES_CONFIDENCE: f64 = 0.6;
 /// Facts a player states outright are surer than events read off the scene.
 const FACT_CONFIDENCE: f64 = 0.7;
+/// The statement's placeholders for the player and the NPC.
+pub(crate) const P: &str = crate::perspective::PLAYER;
+pub(crate) const N: &str = crate::perspective::NPC;
 /// Quotes inside a memory stay short.
 const QUOTE_CHARS: usize = 160;
 /// At most this many facts besides the events: an introduction can give name, origin and
@@ -162,25 +166,6 @@ impl Kind {
     }
 }
 
-/// Who did it, or to whom.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Party {
-    Player,
-    Npc,
-    /// Someone else: the bandits, the player's brother.
-    Other,
-}
-
-impl Party {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Party::Player => "player",
-            Party::Npc => "npc",
-            Party::Other => "other",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
     Minor,
@@ -223,7 +208,11 @@ pub struct Finding {
     pub severity: Severity,
     /// The sentence that carries it, as said.
     pub evidence: String,
-    /// The memory, from the NPC's side ("Aria threatened me: …").
+    /// The memory told by anyone, `{player}` and `{npc}` for the two parties
+    /// ("{player} threatened {npc}: …", see `npcmem_core::perspective`).
+    pub statement: String,
+    /// The statement as the NPC remembers it ("Aria threatened you: …"); filled by
+    /// [`RulesExtractor::findings`].
     pub content: String,
     /// Topic tags after the kind's own (the traded item, the enemy).
     pub topics: Vec<String>,
@@ -301,6 +290,9 @@ impl RulesExtractor {
         };
         let mut findings = self.events.detect(&scene);
         findings.extend(self.facts.detect(&scene));
+        for finding in &mut findings {
+            finding.content = as_the_npc_remembers(&finding.statement, &scene.player);
+        }
         findings
     }
 
@@ -330,6 +322,7 @@ fn finish(finding: Finding) -> ExtractedMemory {
         }
     }
     let memory_type = if finding.kind.is_event() { MemoryType::Episodic } else { MemoryType::Semantic };
+    let statement = truncate_chars(&finding.statement, MAX_CONTENT_CHARS).into_owned();
     let confidence = if finding.kind.is_event() { RULES_CONFIDENCE } else { FACT_CONFIDENCE };
     let importance = (base + finding.severity.importance_step()).clamp(0.1, MAX_EXTRACTED_IMPORTANCE);
     ExtractedMemory {
@@ -340,6 +333,9 @@ fn finish(finding: Finding) -> ExtractedMemory {
         confidence,
         emotional_valence: finding.valence.unwrap_or(valence),
         emotional_intensity: round3(intensity * finding.severity.intensity_factor()),
+        actor: Some(finding.actor),
+        target: finding.target,
+        statement: Some(statement),
     }
 }
 
@@ -363,9 +359,17 @@ pub(crate) fn negated(plain: &str, position: usize) -> bool {
         .any(|w| NEGATIONS.contains(&w))
 }
 
-/// A sentence quoted inside a memory.
+/// A sentence quoted inside a memory; braces become parentheses, so nothing said can
+/// pass for a statement's placeholder.
 pub(crate) fn quote(text: &str) -> String {
-    format!("\"{}\"", truncate_chars(text.trim(), QUOTE_CHARS))
+    let text = truncate_chars(text.trim(), QUOTE_CHARS).replace('{', "(").replace('}', ")");
+    format!("\"{text}\"")
+}
+
+/// The statement as the NPC that lived it remembers it: `{npc}` is "you".
+fn as_the_npc_remembers(statement: &str, player: &str) -> String {
+    let npc = uuid::Uuid::nil();
+    crate::perspective::render(statement, player, Some((npc, "")), npc, None)
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ fn an_asking_price_is_not_a_trade_until_the_player_accepts_or_pays() {
     ]));
     assert_eq!(bought.len(), 1);
     assert_eq!(bought[0].kind, Kind::Trade);
-    assert_eq!(bought[0].content, "Aria bought a steel sword from me for fifty gold");
+    assert_eq!(bought[0].content, "Aria bought a steel sword from you for fifty gold");
 }
 
 #[test]
