@@ -13,104 +13,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::context::relationship_summary;
+use crate::extraction::rules::{Kind, Severity, shaped};
 use crate::memory::EmotionalValence;
-
-/// The extractor's event kinds (`extraction::rules::Kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Trade,
-    Gift,
-    Help,
-    Combat,
-    Rescue,
-    Threat,
-    Insult,
-    Theft,
-    Betrayal,
-    Promise,
-    Secret,
-}
-
-impl Kind {
-    const ALL: [Kind; 11] = [
-        Kind::Trade,
-        Kind::Gift,
-        Kind::Help,
-        Kind::Combat,
-        Kind::Rescue,
-        Kind::Threat,
-        Kind::Insult,
-        Kind::Theft,
-        Kind::Betrayal,
-        Kind::Promise,
-        Kind::Secret,
-    ];
-
-    /// The kind's tag, its relationship tags, then topics (an item, an enemy).
-    fn tags(self) -> &'static [&'static str] {
-        match self {
-            Kind::Trade => &["trade", "sword", "customer", "haggling"],
-            Kind::Gift => &["gift"],
-            Kind::Help => &["help", "helpful"],
-            Kind::Combat => &["combat", "wolves"],
-            Kind::Rescue => &["rescue", "heroic"],
-            Kind::Threat => &["threat"],
-            Kind::Insult => &["insult"],
-            Kind::Theft => &["theft", "betrayal"],
-            Kind::Betrayal => &["betrayal"],
-            Kind::Promise => &["promise"],
-            Kind::Secret => &["secret"],
-        }
-    }
-
-    /// Base importance, valence and intensity before severity.
-    fn weight(self) -> (f64, EmotionalValence, f64) {
-        use EmotionalValence::*;
-        match self {
-            Kind::Trade => (0.4, Neutral, 0.15),
-            Kind::Gift => (0.5, Positive, 0.5),
-            Kind::Help => (0.55, Positive, 0.5),
-            Kind::Combat => (0.6, Positive, 0.6),
-            Kind::Rescue => (0.7, Positive, 0.9),
-            Kind::Threat => (0.6, Negative, 0.8),
-            Kind::Insult => (0.45, Negative, 0.5),
-            Kind::Theft => (0.6, Negative, 0.7),
-            Kind::Betrayal => (0.65, Negative, 0.8),
-            Kind::Promise => (0.45, Positive, 0.3),
-            Kind::Secret => (0.6, Neutral, 0.5),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Severity {
-    Minor,
-    Moderate,
-    Severe,
-}
-
-impl Severity {
-    const ALL: [Severity; 3] = [Severity::Minor, Severity::Moderate, Severity::Severe];
-
-    fn importance_step(self) -> f64 {
-        match self {
-            Severity::Minor => -0.1,
-            Severity::Moderate => 0.0,
-            Severity::Severe => 0.1,
-        }
-    }
-
-    fn intensity_factor(self) -> f64 {
-        match self {
-            Severity::Minor => 0.6,
-            Severity::Moderate => 0.85,
-            Severity::Severe => 1.0,
-        }
-    }
-}
-
-/// Extracted importance is capped at 0.7.
-const MAX_EXTRACTED_IMPORTANCE: f64 = 0.7;
 
 fn stored(
     memory_type: &str,
@@ -137,16 +41,20 @@ fn stored(
 
 /// An event memory as the extractor writes it.
 fn event(kind: Kind, severity: Severity) -> StoredMemory {
-    event_with_valence(kind, severity, kind.weight().1)
+    event_with_valence(kind, severity, shaped(kind, severity, &[]).emotional_valence)
 }
 
 /// The same, with the valence the extractor set from the evidence (a fight against the
 /// NPC is negative).
 fn event_with_valence(kind: Kind, severity: Severity, valence: EmotionalValence) -> StoredMemory {
-    let (base_importance, _, base_intensity) = kind.weight();
-    let importance = round3((base_importance + severity.importance_step()).clamp(0.1, MAX_EXTRACTED_IMPORTANCE));
-    let intensity = round3(base_intensity * severity.intensity_factor());
-    stored("episodic", kind.tags(), importance, valence, intensity)
+    let topics: &[&str] = match kind {
+        Kind::Trade => &["sword", "haggling"],
+        Kind::Combat => &["wolves"],
+        _ => &[],
+    };
+    let memory = shaped(kind, severity, topics);
+    let tags: Vec<&str> = memory.tags.iter().map(String::as_str).collect();
+    stored("episodic", &tags, memory.importance, valence, memory.emotional_intensity)
 }
 
 /// A fact the extractor keeps as a semantic memory: `[<fact kind>, "fact"]`.
@@ -438,14 +346,14 @@ proptest! {
     /// From any history of extracted events, an insult or a threat never raises the stage.
     #[test]
     fn no_history_lets_an_insult_or_a_threat_raise_the_stage(
-        history in prop::collection::vec((0..Kind::ALL.len(), 0..Severity::ALL.len(), any::<bool>()), 0..16),
+        history in prop::collection::vec((0..Kind::EVENTS.len(), 0..Severity::ALL.len(), any::<bool>()), 0..16),
         harm in 0..6usize,
         modifier in prop::sample::select(vec![-0.3, -0.1, 0.0, 0.1, 0.3]),
     ) {
         let rules = RelateRules::default();
         let mut story = Story::from_faction(&rules, modifier);
         for (kind, severity, same_day) in history {
-            let memory = event(Kind::ALL[kind], Severity::ALL[severity]);
+            let memory = event(Kind::EVENTS[kind], Severity::ALL[severity]);
             if same_day {
                 story.talk_again_today(&[memory]);
             } else {
@@ -476,7 +384,7 @@ fn fair_trades_build_trust_slowly() {
 #[test]
 fn severity_scales_every_delta() {
     let rules = RelateRules::default();
-    let mut memories: Vec<(String, [StoredMemory; 3])> = Kind::ALL
+    let mut memories: Vec<(String, [StoredMemory; 3])> = Kind::EVENTS
         .into_iter()
         .map(|kind| (format!("{kind:?}"), Severity::ALL.map(|severity| event(kind, severity))))
         .collect();

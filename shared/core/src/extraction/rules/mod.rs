@@ -174,6 +174,8 @@ pub enum Severity {
 }
 
 impl Severity {
+    pub const ALL: [Severity; 3] = [Severity::Minor, Severity::Moderate, Severity::Severe];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Minor => "minor",
@@ -311,6 +313,23 @@ impl RulesExtractor {
         events.extend(facts);
         events
     }
+}
+
+/// The memory the extractor keeps of `kind` at `severity`, the player acting on the NPC,
+/// with `topics` after its tags: for tests and tools that need one shaped exactly so.
+pub fn shaped(kind: Kind, severity: Severity, topics: &[&str]) -> ExtractedMemory {
+    let statement = format!("{P} and {N}");
+    finish(Finding {
+        kind,
+        actor: Party::Player,
+        target: Some(Party::Npc),
+        severity,
+        evidence: String::new(),
+        content: as_the_npc_remembers(&statement, "Aria"),
+        statement,
+        topics: topics.iter().map(|topic| topic.to_string()).collect(),
+        valence: None,
+    })
 }
 
 fn finish(finding: Finding) -> ExtractedMemory {
