@@ -131,6 +131,7 @@ pub(crate) struct Patterns {
     deadly: Regex,
     insult_you: Regex,
     insult_work: Regex,
+    insult_comparison: Regex,
     theft_admit: Regex,
     theft_from_npc: Regex,
     theft_excuse: Regex,
@@ -156,6 +157,7 @@ pub(crate) struct Patterns {
     gift_excluded: Regex,
     gift_handed: Regex,
     gift_explicit: Regex,
+    declines: Regex,
     help_done: Regex,
     help_is_done: Regex,
     for_the_npc: Regex,
@@ -166,6 +168,8 @@ pub(crate) struct Patterns {
     deep_gratitude: Regex,
     rescue_npc: Regex,
     rescue_context: Regex,
+    rescue_counterfactual: Regex,
+    rescue_pulled: Regex,
     rescue_player: Regex,
     saved_trivial: Regex,
     combat_we: Regex,
@@ -213,7 +217,7 @@ impl Patterns {
                 r"\b(?:i'll|i will|i shall)\s+see\s+(?:you|your)\b[^.!?]*\b(?:drowned|hanged|hung|dead|revoked|seized|ruined|burned|burnt|whipped|flogged|irons|chains|gaol|jail|prison|flayed|buried|dangling)\b",
             ),
             threat_phrase: compile(
-                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor i (?:open|cut|gut|kill|break|burn|end|hurt) you\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b",
+                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor i (?:open|cut|gut|kill|break|burn|end|hurt) you\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen\b|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
             ),
             deadly: compile(
                 r"\b(?:kill|murder|dead|die|throat|drown|drowned|gut|hang|hanged|slaughter|burn|strangle|open you|irons|bury|buried|blood|bleed)\b",
@@ -223,11 +227,14 @@ impl Patterns {
                 INSULT_NOUNS.join("|"),
                 INSULT_ADJECTIVES.join("|")
             )),
+            insult_comparison: compile(
+                r"\b(?:a|an|my|any|i have seen|i've seen) (?:goat|mule|hens?|child|pig|dog|monkey|nan's|nan|granny|blind man|drunk|drunkard|donkey|ox|toddler|infant)\b[^.!?]*\b(?:could|would|holds?|leaves?|makes?|leave)\b[^.!?]*\b(?:better|fairer|tidier|finer|cleaner|sharper|neater|done this)\b|\b(?:you're|you are) (?:slower|dumber|uglier|lazier|thicker) than an? \b|\byou (?:fight|sing) like an? \b",
+            ),
             insult_work: compile(
                 r"^you (?:smell|stink|reek) (?:like an? |of )|\b(?:fit only for (?:swine|pigs|dogs|the dogs)|your (?:[a-z']+ ){0,2}(?:is|are) (?:rubbish|junk|garbage|trash|worthless|swill|slop|muck|filth|pig swill|an insult|a disgrace))\b",
             ),
             theft_admit: compile(
-                r"\bi (?:stole|nicked|pinched|took (?:it|them|your|coin|money|the [a-z]+ from)|lifted|swiped|pocketed|filched|snatched|robbed|helped myself to)\b",
+                r"\bi (?:stole|nicked|pinched|took (?:it|them|your|coin|money|the [a-z]+ from)|lifted|swiped|pocketed|filched|snatched|robbed|helped myself to|liberated)\b|\b(?:might've|might have) (?:liberated|borrowed|nicked|pinched)\b",
             ),
             theft_from_npc: compile(
                 r"\bfrom (?:you|your)\b|\b(?:stole|nicked|pinched|swiped|pocketed|filched|took) your\b|\brobbed you\b",
@@ -236,11 +243,13 @@ impl Patterns {
                 r"\b(?:stole|nicked|pinched|took) your (?:idea|heart|line|joke|thunder|spot|seat|name|look|style|advice|word|point|class|suggestion|recommendation|lead)\b|\btook (?:a|the|my|our|his|her) (?:wrong|long|short|road|path|turn|nap|look|chance|ferry|boat|bath|walk|day|time|break|job|risk|stairs|left|right|seat|shot|liberty)\b",
             ),
             theft_context: compile(
-                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|short this)\b",
+                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|'s gone|short this|walked off)\b",
             ),
-            it_was_me: compile(r"\b(?:that was me|it was me|it was i|that was i|i'm the one who|i was the one who)\b"),
+            it_was_me: compile(
+                r"\b(?:that was me|it was me|it was i|that was i|i'm the one who|i was the one who)\b|^me\W*$",
+            ),
             theft_caught: compile(
-                r"(?:^|\bhands? )out of (?:the|my) (?:till|purse|pocket|box|drawer)|\b(?:turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b",
+                r"(?:^|\bhands? )out of (?:the|my) (?:till|purse|pocket|box|drawer)|\b(?:turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you sold my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b|\b(?:saw|watched) (?:it|that|you)\b[^.!?]*\b(?:up|into) your (?:sleeve|pocket|coat|bag|pack)\b",
             ),
             concede: compile(
                 r"^(?:\W*)(?:fine|very well|alright|all right|ok|okay|here|sorry|i'm sorry|forgive me|yes|i did|i know)\b|\bit must have\b",
@@ -251,13 +260,13 @@ impl Patterns {
             ),
             petty: compile(r"\b(?:apples?|eggs?|bread|pie|pies|cabbages?|pennies|penny|loaf|cheese)\b"),
             betray_admit: compile(
-                r"\bi (?:lied to you|lied about|deceived you|tricked you|betrayed you|broke my (?:word|promise|oath)|sold you out|should not have lied|shouldn't have lied|know i said i'd|know i promised|told you i'd [a-z']+ it because|never (?:meant|intended) to (?:pay|return|keep|bring))\b",
+                r"\bi (?:lied to you|lied about|deceived you|tricked you|betrayed you|broke my (?:word|promise|oath)|sold you out|should not have lied|shouldn't have lied|know i said i'd|know i promised|told you i'd [a-z']+ it because|never (?:meant|intended) to (?:pay|return|keep|bring))\b|\b(?:that was|it was) (?:untrue|a lie|false)\b|\bi let you (?:suspect|believe|think)\b|\btoo ashamed to tell you\b|\bi couldn't face telling you\b",
             ),
             betray_accuse: compile(
                 r"\byou (?:lied|swore|promised|told me you|said you'd|said you would|gave (?:me )?your word|sold me (?:out|for|to)|betrayed|deceived|tricked|cheated|painted)\b",
             ),
             exposed: compile(
-                r"\b(?:never|lied|saw you|there is no|no such|been a week|instead|never arrived|never got|sold it|smashed|heard of you|open all night|you were at|fake|painted)\b",
+                r"\b(?:never|lied|saw you|there is no|no such|been a week|instead|never arrived|never got|sold it|smashed|heard of you|open all night|you were at|fake|painted|yet the|and yet|now the)\b",
             ),
             vow: compile(
                 r"\b(?:i promise|i swear|i vow|you have my word|i give you my (?:[a-z]+ )?word|swear (?:on|upon) my|cross my heart)|(?:^|[,;] )(?:upon|on) my (?:[a-z]+ )?(?:honour|honor|life|word|soul)\b|^my word\W*$",
@@ -270,7 +279,7 @@ impl Patterns {
             ),
             solemn: compile(r"\b(?:honour|honor|life|soul|grave|solemn)\b"),
             secret_marker: compile(
-                r"\b(?:never told (?:anyone|anybody|a living soul|a soul|no one|nobody)|don't tell (?:anyone|anybody|a soul|no one|nobody)|do not tell (?:anyone|anybody)|please don't (?:tell|say) (?:anything|nothing|anyone|a word)|keep (?:this|it) (?:quiet|secret|between us|to yourself)|between you and me|(?:just|strictly|stays|stay|keep (?:it|this)) between us|^between us|(?:no soul|no one|nobody|none) knows? (?:it |this )?(?:but|save|except) you|^(?:and )?(?:nobody|no one) else\W*$|can i tell you (?:something|a secret)|tell you a secret|something i have never told|one person to know|your silence|tell no one)\b",
+                r"\b(?:never told (?:anyone|anybody|a living soul|a soul|no one|nobody)|don't tell (?:anyone|anybody|a soul|no one|nobody)|do not tell (?:anyone|anybody)|please don't (?:tell|say) (?:anything|nothing|anyone|a word)|keep (?:this|it) (?:quiet|secret|between us|to yourself)|between you and me|(?:just|strictly|stays|stay|keep (?:it|this)) between us|^between us|(?:no soul|no one|nobody|none) knows? (?:it |this )?(?:but|save|except) you|^(?:and )?(?:nobody|no one) else\W*$|can i tell you (?:something|a secret)|tell you a secret|something i have never told|one person to know|your silence|tell no one|(?:nobody|no one) else knows|(?:i have|i've) told no (?:one|living soul)|told no living soul|between you an' me)\b",
             ),
             confession_frame: compile(
                 r"\b(?:unburden|weight upon me|must confess|have to confess|a confession|have to tell you something|need to tell you something|must tell you something)\b",
@@ -280,7 +289,10 @@ impl Patterns {
             ),
             grave_deed: compile(r"\b(?:slew|killed|murder|hang|hanged|deserted|set it|fire|dead|blood)\b"),
             gift_marker: compile(
-                r"\b(?:(?:it's|it is|they're|they are|that one's|that's|this is|these are|all) (?:all )?(?:yours|for you)|(?:is|are) for you|no charge|free of charge|freely given|a (?:gift|present|token) for you|(?:it's|it is) a (?:gift|present)|my gift to you|i (?:bring|brought) you)\b|^for you\b",
+                r"\b(?:(?:it's|it is|they're|they are|that one's|that's|this is|these are|all) (?:all )?(?:yours|for you)|(?:is|are) for you|no charge|free of charge|freely given|a (?:gift|present|token) for you|(?:it's|it is) a (?:gift|present)|my gift to you|i (?:bring|brought) you|consider (?:it|them) yours|(?:hear of|talk of|hear no talk of) payment|put your purse away)\b|^for you\b",
+            ),
+            declines: compile(
+                r"^(?:no|nay)\b|^keep (?:your|it|them)\b|\bi (?:cannot|can't|couldn't) (?:accept|take)\b",
             ),
             gift_explicit: compile(r"\b(?:gift|present|free|no charge|freely|token)\b"),
             gift_handed: compile(
@@ -303,14 +315,20 @@ impl Patterns {
                 r"\b(?:your|for you|you asked|the last of|(?:it|them) (?:out|back|up|down)|all of (?:it|them)|every (?:one|single one))\b",
             ),
             help_npc: compile(
-                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more|the work|it all|me)\b|\bthe work of (?:two|three|four|ten|a dozen)\b",
+                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more|the work|it all|me)\b|\byou (?:sat|stayed) up\b[^.!?]*\b(?:night|hours)\b|\byou spent the (?:whole|entire)\b[^.!?]*\b(?:mending|fixing|counting|carrying|cleaning|helping)\b|\bthe work of (?:two|three|four|ten|a dozen)\b",
             ),
             gratitude: compile(
-                r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work)\b",
+                r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work|saved me a trip|saved my neck|cheers)\b",
             ),
             deep_gratitude: compile(r"\b(?:in your debt|great service|the work of|i owe you|all my heart|truly)\b"),
             rescue_npc: compile(
                 r"\b(?:you saved|you rescued|you pulled me out|your hand had my|owe you my (?:life|leg|neck|skin|hide)|(?:has|have) my life|not a moment too soon|another (?:breath|moment|minute|second|heartbeat) and|(?:i'd|i would) (?:be dead|have died|have drowned|have burned)[^.!?]*\b(?:without you|if not for you|if you hadn't)|how you carried (?:her|him|them|me)|saved (?:my|our) (?:life|lives|family|daughter|son|wife|husband|children|farm|home|shop|forge|livelihood|flock|boy|girl)|every [a-z]+, every [a-z]+,? saved)\b",
+            ),
+            rescue_counterfactual: compile(
+                r"\b(?:if you hadn't|had you not|hadn't you|had you tarried)\b[^.!?]*\b(?:i'd|i would|i should|i had|we'd|she'd|he'd|they'd|i'd have)\b",
+            ),
+            rescue_pulled: compile(
+                r"\byou (?:did )?(?:went in after me|go in after me|got a (?:fist|hand) in my|caught my (?:collar|wrist|arm|hand)|(?:pulled|hauled|dragged|drew|fished|carried) (?:me|her|him|them|my [a-z]+) (?:out|back|forth|up|free|clear|ashore|from))",
             ),
             rescue_context: compile(
                 r"\b(?:thanks to you|because of you)\b[^.!?]*|\b(?:alive|i'll live|breathing|you're safe|they're safe)\b",
@@ -331,7 +349,7 @@ impl Patterns {
                 r"\b(?:swung at you|swung at me|bested me|the duel|split lip|you hit me|i hit you|blade from my hand)\b",
             ),
             enemies_down: compile(&format!(
-                r"\b(?:{enemies}) (?:dead|slain)\b|\bi (?:drove off|fought off|chased off|killed|slew|routed) the (?:{enemies})\b[^.!?]*\b(?:your|you)\b"
+                r"\b(?:{enemies}) (?:dead|slain)\b|\b(?:two|three|four|five|six|seven|eight|nine|ten) (?:{enemies} )?(?:down|dead)\b|\b\d+ (?:{enemies}) (?:down|dead)\b|^(?:that's|that is) the last of (?:them|'em)\b|\byou (?:cracked|decked|floored|thrashed) me\b|\bi (?:drove off|fought off|chased off|killed|slew|routed) the (?:{enemies})\b[^.!?]*\b(?:your|you)\b"
             )),
             combat_context: compile(&format!(
                 r"\b(?:sword|blade|axe|hammer|spear|bow|shield|blood|wound|wounded|scratch|bitten|hurt|lip|bruise|swung|struck|duel|gate|dead|throat|drew|mist|{enemies})\b"
@@ -458,7 +476,11 @@ impl Patterns {
         let here = plain.starts_with("here")
             && (sentence.word_count() <= 3 || self.price.is_match(plain) || plain.contains("coin"));
         // "Take this, fifty gold for the horse."
-        let hands_over_price = self.price.is_match(plain) && (plain.contains("take this") || plain.contains("take it"));
+        let hands_over_price = self.price.is_match(plain)
+            && (plain.contains("take this")
+                || plain.contains("take it")
+                || plain.contains(", there")
+                || plain.contains("here be"));
         (here || hands_over_price || self.accept.find_iter(plain).any(|m| !negated(plain, m.start())))
             && !take_elsewhere
     }
@@ -596,7 +618,10 @@ impl Patterns {
                         .split(|c: char| !(c.is_alphanumeric() || c == '\''))
                         .any(|w| matches!(w, "i" | "i'm" | "my" | "me"))
             });
-            let at_npc = at_you || Self::found(&self.insult_work, s) || self.vocative_insult(s);
+            let at_npc = at_you
+                || Self::found(&self.insult_work, s)
+                || Self::found(&self.insult_comparison, s)
+                || self.vocative_insult(s);
             at_npc && !self.laughed_off(scene, *index)
         })?;
         let severity = if sentence.word_count() <= 4 { Severity::Minor } else { Severity::Moderate };
@@ -635,8 +660,11 @@ impl Patterns {
                 if !Self::found(&self.betray_accuse, s) || s.plain.ends_with('?') {
                     return false;
                 }
-                let exposed = scene.sentences.iter().skip(*index).any(|later| {
-                    later.by(Speaker::Npc) && later.message <= s.message + 2 && self.exposed.is_match(&later.plain)
+                let exposed = scene.sentences.iter().any(|other| {
+                    other.by(Speaker::Npc)
+                        && other.message + 1 >= s.message
+                        && other.message <= s.message + 2
+                        && self.exposed.is_match(&other.plain)
                 });
                 let conceded = scene.reply_to(*index).any(|reply| {
                     self.concede.is_match(&reply.plain)
@@ -744,9 +772,12 @@ impl Patterns {
                 && s.word_count() <= 6
                 && scene
                     .reply_to(*index)
-                    .any(|reply| self.gratitude.is_match(&reply.plain) || reply.plain.ends_with('?'));
+                    .any(|reply| self.gratitude.is_match(&reply.plain) || reply.plain.contains('?'));
+            // "Take this cloak." — "Nay. Keep thy cloak."
+            let declined = scene.reply_to(*index).next().is_some_and(|reply| self.declines.is_match(&reply.plain));
             let marked = Self::found(&self.gift_marker, s) && (!traded || self.gift_explicit.is_match(&s.plain));
             (marked || handed)
+                && !declined
                 && s.word_count() <= 30
                 && !self.gift_excluded.is_match(&s.plain)
                 && !self.price.is_match(&s.plain)
@@ -832,7 +863,8 @@ impl Patterns {
                 && scene.sentences.iter().filter(|other| other.message == s.message).any(|other| {
                     ["alive", "live", "breathing", "dead", "die", "life"].iter().any(|w| other.words().any(|x| x == *w))
                 });
-            said || message_says_it
+            let pulled_out = Self::found(&self.rescue_pulled, s) || self.rescue_counterfactual.is_match(&s.plain);
+            said || message_says_it || pulled_out
         });
         let (_, sentence) = from_npc.or_else(|| {
             Self::player_sentences(scene)

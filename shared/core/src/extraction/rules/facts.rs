@@ -31,10 +31,10 @@ impl Patterns {
     pub fn new() -> Self {
         Self {
             name_intro: compile(
-                r"(?i:\b(?:my name is|my name's|name's|name is|call me|men call me|they call me|people call me|folk call me|i am called|i'm called|i go by|i am known as|known as))\s+([A-Z][\w'-]+)",
+                r"(?i:\b(?:my name is|my name's|name's|name is|call me|men call me|they call me|people call me|folk call me|i am called|i'm called|i go by|i am known as|known as|(?:everyone|everybody|folk|people) calls me))\s+([A-Z][\w'-]+)",
             ),
             origin: compile(
-                r"\b(?:i'm from|i am from|i come from|i came from|i hail from|where i'm from|where i come from|i grew up|i was born|i was raised|i live in|i live on|i'm a [a-z]+ from|back home in|home is|when i was a (?:boy|girl|lad|lass|child) back in)\b",
+                r"\b(?:i'm from|i am from|i come from|i came from|i hail from|where i'm from|where i come from|i grew up|i was born|i was raised|i live in|i live on|i'm a [a-z]+ from|back home in|home is|when i was a (?:boy|girl|lad|lass|child) back in|growing up (?:on|in)|where we grew up)\b",
             ),
             origin_named: compile(r"\b(?:back in|out in|up in|down in|from) [A-Z][a-z]+"),
             where_from: compile(
@@ -47,7 +47,7 @@ impl Patterns {
                 r"\bswear on my\b|\bmy (?:mother|mum|mom|ma|da|dad|father) (?:always |used to |would )?(?:said|says|say|call|called)\b",
             ),
             goal: compile(
-                r"\b(?:i'm|i am) (?:just |only |still )?(?:looking|searching|hunting) for\b|\bi seek\b|\bi intend to\b|\b(?:i'm|i am) trying to\b|\bi want (?:to|it|them)\b|\bi need to (?:find|get|reach|learn|know)\b|\b(?:i'm|i am) (?:travell?ing|headed|heading|bound|riding|walking) (?:to|for)\b|\bwhole reason i came\b|\bi came (?:here )?to\b|\bi must (?:find|reach|get)\b|\bmy (?:goal|quest|aim|purpose) is\b|\bi (?:hope|plan|mean) to\b|\bif anyone's hiring\b|\b(?:i'm|i am) after\b",
+                r"\b(?:i'm|i am) (?:just |only |still )?(?:looking|searching|hunting) for\b|\bi seek\b|\bi intend to\b|\b(?:i'm|i am) trying to\b|\bi want (?:to|it|them)\b|\bi need to (?:find|get|reach|learn|know)\b|\b(?:i'm|i am) (?:travell?ing|headed|heading|bound|riding|walking) (?:to|for|north|south|east|west)\b|\bi require (?:a|an|the)\b|\bwhole reason i came\b|\bi came (?:here )?to\b|\bi must (?:find|reach|get)\b|\bmy (?:goal|quest|aim|purpose) is\b|\bi (?:hope|plan|mean) to\b|\bif anyone's hiring\b|\b(?:i'm|i am) after\b",
             ),
             goal_trivial: compile(
                 r"\bi want to (?:say|thank|ask|tell|talk|see you|know if|be clear|sell|buy|trade)\b|\bi came to (?:say|thank|ask|tell|see you)\b",
@@ -62,11 +62,11 @@ impl Patterns {
                 r"\b(?:i promise|i swear|i vow|you have my word|(?:upon|on) my (?:[a-z]+ )?(?:honour|honor|life|word))",
             ),
             npc_commitment: compile(
-                r"\b(?:i'll|i will|i shall|we'll|we will)\b[^.!?]{0,40}?\b(?:for (?:you|ya)\b|keep (?:the|it|a|your)\b|hold (?:it|them|the)\b|set aside|have it (?:found|ready|done|made)|pay you|ask (?:round|around)|look into|send word|make you|see (?:it|that) (?:done|you))|\b(?:never|won't) pay (?:for|a)\b|\bshall never pay\b|\bis (?:yours )?free,? always\b|\byours free\b|\b(?:'s|is) on me\b|\bready by (?:sundown|dawn|noon|tomorrow|nightfall|morning|evening|the morning|tonight)\b|\bthere (?:shall|will) be\b[^.!?]*\bfor you\b",
+                r"\b(?:i'll|i will|i shall|we'll|we will)\b[^.!?]{0,40}?\b(?:for (?:you|ya)\b|keep (?:the|it|a|your)\b|hold (?:it|them|the)\b|set aside|have it (?:found|ready|done|made)|pay you|ask (?:round|around)|look into|send word|make you|see (?:it|that) (?:done|you))|\b(?:never|won't) pay (?:for|a)\b|\bshall never pay\b|\bis (?:yours )?free,? always\b|\byours free\b|\b(?:'s|is) on me\b|\bready by (?:sundown|dawn|noon|tomorrow|nightfall|morning|evening|the morning|tonight)\b|\bi'll [a-z]+ you (?:a|an|some)\b|\bwithout (?:fee|charge|payment)\b|\bfreely (?:so|as) long as\b|\byour (?:secret|confidence)'s? (?:is )?safe\b|\bstays between us\b|\bi (?:shall|will) take you to\b|\bthere (?:shall|will) be\b[^.!?]*\bfor you\b",
             ),
-            npc_offer_price: compile(r"\bi'll give you [a-z0-9]+ (?:silver|gold|copper|coins?|crowns?)\b"),
+            npc_offer_price: compile(r"\bi'll give you [a-z0-9]+ (?:silver|gold|copper|coins?|crowns?|marks?)\b"),
             npc_revealed: compile(
-                r"\b(?:i used to|when i was (?:a|young|younger|little|your age)|years i|i rode with|i fought at|i served (?:with|in|under)|i was a (?:soldier|sailor|knight|thief|slave|mercenary|priest|farmer|smith|lancer)|i named (?:her|him|it)|i lost my|mine, that is|i'm leaving|threw me out|i've never told|i was born|i grew up|i come from)\b|^my own\b|\bwas my (?:father|mother|wife|husband|son|daughter|brother|sister|grandfather|grandmother)'s\b",
+                r"\b(?:i used to|when i was (?:a|young|younger|little|your age)|years i|i rode with|i fought at|i served (?:with|in|under)|i was a (?:soldier|sailor|knight|thief|slave|mercenary|priest|farmer|smith|lancer)|i named (?:her|him|it)|i lost my|mine, that is|i'm leaving|threw me out|i've never told|i was born|i grew up|i come from|i have not lost|i've never lost)\b|^my own\b|\b(?:burned|killed|took|murdered|robbed) my (?:brother|sister|father|mother|wife|husband|son|daughter|family)\b|\bwas my (?:father|mother|wife|husband|son|daughter|brother|sister|grandfather|grandmother)'s\b",
             ),
             npc_family_event: compile(
                 r"\bmy (?:wife|husband|son|daughter|father|mother|brother|sister|eyes|knee|leg|hands|family)\b[^.!?]{0,40}\b(?:died|dead|was taken|passed|failing|gave out|killed|lost|drowned|fell|has been|have been)\b",

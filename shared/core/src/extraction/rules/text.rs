@@ -230,6 +230,23 @@ fn respell(word: &str, core: &str, previous: &str) -> Option<String> {
     if word.ends_with("in'") && core.len() > 3 {
         return Some(format!("{core}g"));
     }
+    // Irregular archaic past forms.
+    let irregular = match core {
+        "hadst" => "had",
+        "gavest" => "gave",
+        "wast" => "was",
+        "saidst" => "said",
+        "madest" => "made",
+        "tookest" => "took",
+        "knewest" => "knew",
+        "camest" => "came",
+        "spake" => "spoke",
+        "ere" => "before",
+        _ => "",
+    };
+    if !irregular.is_empty() {
+        return Some(irregular.to_string());
+    }
     // "keepeth" → "keeps", "knoweth" → "knows"; "thou foughtest" → "you fought".
     if core.len() > 5 && core.ends_with("eth") && !matches!(core, "teeth" | "beneath" | "seventh" | "twentieth") {
         return Some(format!("{}s", &core[..core.len() - 3]));
