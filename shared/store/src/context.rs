@@ -4,11 +4,12 @@
 use chrono::{DateTime, Utc};
 use npcmem_core::context::ContextMemory;
 use npcmem_core::memory::MemoryType;
-use npcmem_core::perspective::{Perspective, knowledge_line};
+use npcmem_core::perspective::knowledge_line;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::StoreResult;
+use crate::knowledge::PerspectiveColumns;
 
 type MemoryRow = (Uuid, String, String, Vec<String>, f64, bool, f64, i32, DateTime<Utc>, DateTime<Utc>);
 
@@ -161,14 +162,7 @@ pub async fn knowledge(
     Ok(rows
         .into_iter()
         .map(|row| {
-            let perspective = Perspective {
-                actor_id: row.actor_id,
-                target_id: row.target_id,
-                statement: row.statement,
-                npc_id: row.about_npc_id,
-                npc_name: row.about_npc_name,
-                player_name: row.about_player_name,
-            };
+            let perspective = row.perspective.into_perspective();
             let teller = row.speaker_id.zip(row.teller_name.as_deref());
             let told = knowledge_line(npc_id, &row.content, row.hop_count, row.confidence, &perspective, teller);
             Fact {
@@ -201,12 +195,8 @@ struct KnowledgeRow {
     hop_count: i32,
     speaker_id: Option<Uuid>,
     teller_name: Option<String>,
-    actor_id: Option<Uuid>,
-    target_id: Option<Uuid>,
-    statement: Option<String>,
-    about_npc_id: Option<Uuid>,
-    about_npc_name: Option<String>,
-    about_player_name: Option<String>,
+    #[sqlx(flatten)]
+    perspective: PerspectiveColumns,
 }
 
 /// An NPC's mood as the read side shows it.

@@ -304,12 +304,32 @@ struct StoredFact {
     hop_count: i32,
     provenance: Vec<Uuid>,
     expires_at: Option<DateTime<Utc>>,
+    #[sqlx(flatten)]
+    perspective: PerspectiveColumns,
+}
+
+/// A fact's perspective columns (migration 0017), as read.
+#[derive(sqlx::FromRow)]
+pub(crate) struct PerspectiveColumns {
     actor_id: Option<Uuid>,
     target_id: Option<Uuid>,
     statement: Option<String>,
     about_npc_id: Option<Uuid>,
     about_npc_name: Option<String>,
     about_player_name: Option<String>,
+}
+
+impl PerspectiveColumns {
+    pub(crate) fn into_perspective(self) -> Perspective {
+        Perspective {
+            actor_id: self.actor_id,
+            target_id: self.target_id,
+            statement: self.statement,
+            npc_id: self.about_npc_id,
+            npc_name: self.about_npc_name,
+            player_name: self.about_player_name,
+        }
+    }
 }
 
 const STORED_FACT_COLUMNS: &str = "id, origin_fact_id, npc_id, category, subject_id, content, tags, confidence, \
@@ -331,16 +351,9 @@ impl StoredFact {
             hop_count: self.hop_count,
             provenance: self.provenance,
             expires_at: self.expires_at,
-            perspective: Some(Perspective {
-                actor_id: self.actor_id,
-                target_id: self.target_id,
-                statement: self.statement,
-                npc_id: self.about_npc_id,
-                npc_name: self.about_npc_name,
-                player_name: self.about_player_name,
-            })
-            .filter(|perspective| !perspective.is_empty())
-            .map(Arc::new),
+            perspective: Some(self.perspective.into_perspective())
+                .filter(|perspective| !perspective.is_empty())
+                .map(Arc::new),
         })
     }
 }

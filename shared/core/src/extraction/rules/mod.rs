@@ -129,13 +129,7 @@ impl Kind {
             Kind::Help => &["helpful"],
             Kind::Rescue => &["heroic"],
             Kind::Theft => &["betrayal"],
-            Kind::PlayerName
-            | Kind::PlayerOrigin
-            | Kind::PlayerFamily
-            | Kind::PlayerGoal
-            | Kind::PlayerPreference
-            | Kind::NpcPromise
-            | Kind::NpcRevealed => &["fact"],
+            kind if !kind.is_event() => &["fact"],
             _ => &[],
         }
     }
@@ -155,13 +149,8 @@ impl Kind {
             Kind::Betrayal => (0.65, Negative, 0.8),
             Kind::Promise => (0.45, Positive, 0.3),
             Kind::Secret => (0.6, Neutral, 0.5),
-            Kind::PlayerName
-            | Kind::PlayerOrigin
-            | Kind::PlayerFamily
-            | Kind::PlayerGoal
-            | Kind::PlayerPreference
-            | Kind::NpcPromise
-            | Kind::NpcRevealed => (0.35, Neutral, 0.1),
+            // Facts: what was said, not an event to feel about.
+            _ => (0.35, Neutral, 0.1),
         }
     }
 }
@@ -229,6 +218,8 @@ pub(crate) struct Scene<'a> {
     pub player: String,
     /// The player's first name as registered, for spotting an introduction.
     pub player_first_name: Option<String>,
+    /// Every sentence's plain form, joined: for cues anywhere in the conversation.
+    pub plain: String,
 }
 
 impl<'a> Scene<'a> {
@@ -285,11 +276,9 @@ impl RulesExtractor {
             .next()
             .filter(|name| name.chars().next().is_some_and(char::is_uppercase))
             .map(str::to_string);
-        let scene = Scene {
-            sentences: text::sentences(conversation.messages.iter().map(|m| (m.speaker, m.text.as_str()))),
-            player,
-            player_first_name,
-        };
+        let sentences = text::sentences(conversation.messages.iter().map(|m| (m.speaker, m.text.as_str())));
+        let plain = sentences.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(" ");
+        let scene = Scene { sentences, player, player_first_name, plain };
         let mut findings = self.events.detect(&scene);
         findings.extend(self.facts.detect(&scene));
         for finding in &mut findings {
