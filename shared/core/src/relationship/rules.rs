@@ -184,7 +184,7 @@ impl Default for RelateRules {
 
 impl RelateRules {
     /// The seed's tables (`TAG_DIMENSION_MAP`, `VALENCE_ADJUSTMENTS`, `THRESHOLDS`,
-    /// `FactionAttitude`) and DESIGN §9's cap, milestone and reputation levels, with the
+    /// `FactionAttitude`) and the cap, milestone and reputation levels of docs/relationships.md, with the
     /// seed's mechanics (flat valence, every rise capped).
     pub fn seed() -> Self {
         use Dimension::*;

@@ -1,4 +1,4 @@
-//! The rule-based extractor (seed §Fallback Strategies): the offline default when
+//! The rule-based extractor (README, "extract"): the offline default when
 //! `NPCMEM_LLM_PROVIDER=rules`, and the fallback when the budget, the circuit breaker or
 //! repeated invalid model output rule the LLM out.
 //!
@@ -6,7 +6,7 @@
 //! needs a price and the player's acceptance or payment, a fight must have happened with
 //! the player in it, a threat must promise the NPC harm, a secret must be confided. Each
 //! event says who did what to whom and how severe it was, and carries the tags the
-//! relationship rules key on (seed §RelationshipEvaluator). What the player reveals about
+//! relationship rules key on (docs/relationships.md). What the player reveals about
 //! themselves (name, origin, family, goals, likes) and what the NPC promised or revealed
 //! are kept as semantic memories in the speaker's own words. Small talk yields nothing.
 //!
