@@ -228,6 +228,26 @@ impl TestEnv {
         self.request_raw(&subject, payload).await
     }
 
+    /// `P.enrich.request`, asked until the pair's data has loaded: a fresh enrich on a busy
+    /// machine may answer its first requests without a part that missed the provider
+    /// timeout (it caches the part when the load completes). Parts in `may_stay_degraded`
+    /// (an embedder a test takes down) do not count.
+    pub async fn enrich_loaded(&self, body: &serde_json::Value, may_stay_degraded: &[&str]) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let reply = self.request_json("enrich.request", body).await;
+            assert!(reply.get("code").is_none() && reply.get("error").is_none(), "no error: {reply}");
+            let late = reply["degraded"]
+                .as_array()
+                .is_some_and(|parts| parts.iter().any(|part| !may_stay_degraded.iter().any(|ok| part == ok)));
+            if !late {
+                return reply;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the pair's data never loaded: {reply}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn request_raw(&self, subject: &str, payload: Vec<u8>) -> serde_json::Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {

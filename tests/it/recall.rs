@@ -57,7 +57,7 @@ async fn something_said_thirty_conversations_ago_in_other_words_is_recalled_and_
     recorded(&env, 32).await;
 
     let question = "Any news about my missing brother? He disappeared by the mills.";
-    let reply = env.request_json("enrich.request", &context_request(&pair, Some(question), 1024)).await;
+    let reply = env.enrich_loaded(&context_request(&pair, Some(question), 1024), &[]).await;
     let recall = section(&reply, "recall").unwrap_or_else(|| panic!("a recall section: {reply}"));
     assert!(recall.contains("they said: \"My brother Tomas went missing near the old mill.\""), "{recall}");
     assert!(recall.contains("you said: \"I will keep my ears open for news of him.\""), "with its reply: {recall}");
@@ -69,7 +69,7 @@ async fn something_said_thirty_conversations_ago_in_other_words_is_recalled_and_
     npcmem_store::privacy::forget_player(&mut transaction, other.player_id, Utc::now()).await.unwrap();
     transaction.commit().await.unwrap();
     env.publish(&env.subject("conversation.ended"), fixtures::bytes(&documents.last().unwrap().1), None).await;
-    let forgotten = env.request_json("enrich.request", &context_request(&other, Some("my sister Lina"), 1024)).await;
+    let forgotten = env.enrich_loaded(&context_request(&other, Some("my sister Lina"), 1024), &[]).await;
     assert!(section(&forgotten, "recall").is_none(), "{forgotten}");
     assert!(!forgotten.to_string().contains("Lina"), "{forgotten}");
     let found = env
@@ -109,8 +109,7 @@ async fn ages_follow_the_conversations_own_time_for_memories_turns_and_summaries
         sqlx::query_scalar("SELECT min(created_at) FROM memories").fetch_one(&env.pool).await.unwrap();
     assert!((Utc::now() - created).num_days() >= 20, "dated when it happened: {created}");
 
-    let reply =
-        env.request_json("enrich.request", &context_request(&pair, Some("that sword and its gold"), 1024)).await;
+    let reply = env.enrich_loaded(&context_request(&pair, Some("that sword and its gold"), 1024), &[]).await;
     let memory = section(&reply, "memory").unwrap_or_else(|| panic!("a memory section: {reply}"));
     assert!(memory.contains("3 weeks ago"), "{memory}");
     let recall = section(&reply, "recall").unwrap_or_else(|| panic!("a recall section: {reply}"));
@@ -157,7 +156,7 @@ async fn the_budget_is_never_exceeded_and_no_section_with_content_is_dropped_whi
     let message = "Tell me about the festival lanterns and the sword dance";
     let mut previous_recall_tokens = 0;
     for max_tokens in [128, 256, 512, 1024, 2048, 4096] {
-        let reply = env.request_json("enrich.request", &context_request(&pair, Some(message), max_tokens)).await;
+        let reply = env.enrich_loaded(&context_request(&pair, Some(message), max_tokens), &[]).await;
         let token_count = reply["token_count"].as_u64().unwrap_or_else(|| panic!("{reply}")) as u32;
         assert!(token_count <= max_tokens, "{token_count} > {max_tokens}: {reply}");
         let context = reply["placeholders"]["memory_context"].as_str().unwrap();

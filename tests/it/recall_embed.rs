@@ -169,21 +169,8 @@ fn recall_section(reply: &Value) -> Option<String> {
 }
 
 /// No word of the question is in the answer: only the embedder can find it.
-/// Asks until the pair's data has loaded: a fresh enrich on a loaded machine may answer its
-/// first request without a part that missed the provider timeout (and caches it when the
-/// load completes). Only the embedder may stay degraded.
 async fn ask_loaded(env: &TestEnv, pair: &Pair, question: &str) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let reply = env.request_json("enrich.request", &ask(pair, question)).await;
-        assert!(reply.get("code").is_none(), "no error: {reply}");
-        let late = reply["degraded"].as_array().is_some_and(|parts| parts.iter().any(|part| part != "embedder"));
-        if !late {
-            return reply;
-        }
-        assert!(std::time::Instant::now() < deadline, "the pair's data never loaded: {reply}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    env.enrich_loaded(&ask(pair, question), &["embedder"]).await
 }
 
 const QUESTION: &str = "Any word about my brother who disappeared?";
