@@ -435,3 +435,260 @@ async fn a_malformed_event_is_dead_lettered_and_the_next_one_applied() {
     relate.stop().await;
     env.cleanup().await;
 }
+
+/// A factions file's worth of memberships, loaded once the way relate loads one.
+async fn load_factions(env: &TestEnv, npcs: &[(Uuid, &[&str])]) {
+    use npcmem_core::relationship::factions::FactionsFile;
+    let mut text = String::new();
+    let mut named: Vec<&str> = npcs.iter().flat_map(|(_, factions)| factions.iter().copied()).collect();
+    named.sort_unstable();
+    named.dedup();
+    for faction in named {
+        text.push_str(&format!("[[faction]]\nid = \"{faction}\"\nname = \"{faction}\"\n"));
+    }
+    for (npc, factions) in npcs {
+        text.push_str(&format!("[[npc]]\nid = \"{npc}\"\nfactions = {factions:?}\n"));
+    }
+    let file = FactionsFile::from_toml(&text).expect("a valid factions file");
+    let mut transaction = env.pool.begin().await.unwrap();
+    relationships::load_factions_file(&mut transaction, &file).await.unwrap();
+    transaction.commit().await.unwrap();
+}
+
+/// Issue 20: two batches in flight both read smiths_guild at 0.0 and both announced the
+/// fall below −0.25, with different signal ids. Three replicas, batches of 2 and every
+/// NPC of two factions threatening four players at once: each level is announced once
+/// per (faction, player) — exactly the crossings from 0 to the final reputation — and
+/// no signal id twice.
+#[tokio::test]
+async fn three_replicas_in_flight_on_shared_factions_announce_each_reputation_crossing_once() {
+    let env = TestEnv::new().await;
+    let npcs: Vec<Uuid> = (0..8).map(|_| Uuid::new_v4()).collect();
+    let players: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
+    let factions_of = |index: usize| -> &'static [&'static str] {
+        if index < 4 { &["smiths_guild", "city_guard"] } else { &["smiths_guild"] }
+    };
+    let memberships: Vec<(Uuid, &[&str])> = npcs.iter().enumerate().map(|(i, npc)| (*npc, factions_of(i))).collect();
+    load_factions(&env, &memberships).await;
+    let replicas: Vec<InProcessService> = (0..3).map(|_| env.spawn_relate(&["--batch-size", "2"])).collect();
+
+    // Round by round every NPC's disposition takes the same step down, so each faction's
+    // mean only falls and each level is crossed at most once: any second announcement is
+    // a duplicate.
+    const ROUNDS: usize = 4;
+    for round in 0..ROUNDS {
+        let mut events = Vec::new();
+        for (index, npc) in npcs.iter().enumerate() {
+            for player in &players {
+                let pair = Pair { npc_id: *npc, player_id: *player };
+                let event = fixtures::memory_stored(
+                    Uuid::new_v4(),
+                    &pair,
+                    &[THREAT],
+                    day(round as i64),
+                    factions_of(index),
+                    &[],
+                );
+                events.push(event);
+            }
+        }
+        // Shuffled, so each batch mixes NPCs and players of the same factions.
+        events.sort_by_key(|event| event["event_id"].as_str().unwrap_or_default().to_owned());
+        for event in &events {
+            let event_id = event["event_id"].as_str().unwrap().to_owned();
+            env.publish(&env.subject("event.memory.stored"), fixtures::bytes(event), Some(&event_id)).await;
+        }
+        wait_applied(&env, ((round + 1) * npcs.len() * players.len()) as i64).await;
+    }
+    wait_until(WAIT, "outbox drained", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
+    for replica in replicas {
+        replica.stop().await;
+    }
+
+    let fired = signals(&env).await;
+    let mut ids: Vec<&str> = fired.iter().map(|s| s["signal_id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), fired.len(), "no signal id twice");
+
+    let finals: Vec<(String, Uuid, f64)> =
+        sqlx::query_as("SELECT faction, player_id, reputation FROM faction_reputation ORDER BY 1, 2")
+            .fetch_all(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(finals.len(), 2 * players.len(), "two factions × four players");
+    let levels = RelateRules::default().reputation_levels;
+    let mut announced = 0;
+    for (faction, player, reputation) in &finals {
+        assert!(*reputation < -0.25, "the threats took {faction} below −0.25: {reputation}");
+        let expected: Vec<(f64, &str)> = npcmem_core::relationship::reputation_crossings(0.0, *reputation, &levels)
+            .into_iter()
+            .map(|(level, upward)| (level, if upward { "reputation_up" } else { "reputation_down" }))
+            .collect();
+        let mut actual: Vec<(f64, &str)> = fired
+            .iter()
+            .filter(|s| s["signal_type"] == "faction_reputation_shift")
+            .filter(|s| s["faction"] == faction.as_str() && s["player_id"] == player.to_string())
+            .map(|s| (s["level"].as_f64().unwrap(), s["event_type"].as_str().unwrap()))
+            .collect();
+        actual.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(actual, expected, "{faction} for {player}: each level crossed once, announced once");
+        announced += actual.len();
+    }
+    eprintln!("reputation crossings announced: {announced}");
+    env.cleanup().await;
+}
+
+/// The race of issue 20 held open: two transactions each sour one smith's relationship
+/// with the player and recompute the guild's reputation. The second waits for the
+/// first's reputation lock, then reads what it wrote, so only the first sees the fall
+/// below −0.25 (before, both read "no reputation yet" and both announced it).
+#[tokio::test]
+async fn the_second_of_two_racing_recomputations_reads_what_the_first_wrote() {
+    use npcmem_core::relationship::{disposition, reputation_crossings};
+    let env = TestEnv::new().await;
+    let player = Uuid::new_v4();
+    let (brom, hilda) = (Uuid::new_v4(), Uuid::new_v4());
+    load_factions(&env, &[(brom, &["smiths_guild"]), (hilda, &["smiths_guild"])]).await;
+    let mut soured = Relationship::initial(0.0);
+    soured.dims[0] = 0.2;
+    soured.dims[4] = 0.2;
+    soured.disposition = disposition(&soured.dims);
+    soured.interaction_count = 1;
+    soured.version = 1;
+    let keys = vec![("smiths_guild".to_owned(), player)];
+
+    let mut first = env.pool.begin().await.unwrap();
+    let brom_write =
+        relationships::Write { npc_id: brom, player_id: player, relationship: &soured, read_version: None };
+    relationships::write(&mut first, &[brom_write]).await.unwrap();
+    let first_change = relationships::recompute_reputation(&mut first, &keys).await.unwrap();
+
+    let mut second = env.pool.begin().await.unwrap();
+    let hilda_write =
+        relationships::Write { npc_id: hilda, player_id: player, relationship: &soured, read_version: None };
+    relationships::write(&mut second, &[hilda_write]).await.unwrap();
+    let racing = tokio::spawn(async move {
+        let change = relationships::recompute_reputation(&mut second, &keys).await;
+        second.commit().await.unwrap();
+        change
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!racing.is_finished(), "the second recomputation waits for the first transaction");
+    first.commit().await.unwrap();
+    let second_change = racing.await.unwrap().unwrap();
+
+    let levels = RelateRules::default().reputation_levels;
+    let soured_to = soured.disposition;
+    assert!(soured_to < -0.25, "{soured_to}");
+    let first_change = &first_change[0];
+    assert_eq!((first_change.old, first_change.new, first_change.version), (None, soured_to, 1));
+    assert_eq!(reputation_crossings(0.0, first_change.new, &levels), vec![(-0.25, false)]);
+    let second_change = &second_change[0];
+    assert_eq!(
+        (second_change.old, second_change.new, second_change.npcs_known, second_change.version),
+        (Some(soured_to), soured_to, 2, 2),
+        "the second read the first's reputation and both smiths"
+    );
+    assert!(reputation_crossings(soured_to, second_change.new, &levels).is_empty());
+    env.cleanup().await;
+}
+
+/// Signals and `event.relationship.changed` as published, `at` (the clock) left out.
+async fn published_ids(env: &TestEnv) -> Vec<(String, String, Value)> {
+    let mut published = Vec::new();
+    for kind in [StreamKind::Signals, StreamKind::Events] {
+        for message in env.stream_messages(kind).await {
+            if kind == StreamKind::Events && message.subject.as_str() != env.subject("event.relationship.changed") {
+                continue;
+            }
+            let msg_id = message.headers.get("Nats-Msg-Id").map(|v| v.as_str().to_owned()).unwrap_or_default();
+            let mut payload: Value = serde_json::from_slice(&message.payload).unwrap();
+            payload.as_object_mut().unwrap().remove("at");
+            published.push((message.subject.to_string(), msg_id, payload));
+        }
+    }
+    published.sort_by(|a, b| a.1.cmp(&b.1));
+    published
+}
+
+/// A recomputation of the same history (relate's tables restored to before it, the same
+/// conversations delivered again as new messages) derives every signal and event id
+/// again: the republished messages are the same, and JetStream drops them as duplicates.
+#[tokio::test]
+async fn recomputing_the_same_history_republishes_the_same_ids_and_jetstream_drops_them() {
+    use futures::StreamExt;
+    let env = TestEnv::new().await;
+    let player = Uuid::new_v4();
+    let guards: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
+    let memberships: Vec<(Uuid, &[&str])> = guards.iter().map(|guard| (*guard, &["city_guard"][..])).collect();
+    load_factions(&env, &memberships).await;
+    let mut events = Vec::new();
+    for n in 0..6 {
+        for guard in &guards {
+            let pair = Pair { npc_id: *guard, player_id: player };
+            events.push(fixtures::memory_stored(
+                Uuid::new_v4(),
+                &pair,
+                &[THREAT, BETRAYAL],
+                day(n),
+                &["city_guard"],
+                &[],
+            ));
+        }
+    }
+    // One batch of one at a time: a reputation's version counts its writes, so the same
+    // history must reach it in the same transactions for the versions to repeat.
+    let relate_args = ["--batch-size", "1", "--consumer-concurrency", "1"];
+    let run_history = || async {
+        let relate = env.spawn_relate(&relate_args);
+        for event in &events {
+            // A new message each time: the dedup window would drop the same message id.
+            env.publish(&env.subject("event.memory.stored"), fixtures::bytes(event), None).await;
+        }
+        wait_applied(&env, events.len() as i64).await;
+        wait_until(WAIT, "outbox drained", || async { env.count("SELECT count(*) FROM outbox").await == 0 }).await;
+        relate.stop().await;
+    };
+
+    run_history().await;
+    let first = published_ids(&env).await;
+    for kind in ["npc_hostile", "stage_changed", "reputation_down"] {
+        assert!(first.iter().any(|(_, _, payload)| payload["event_type"] == kind), "the history fires {kind}");
+    }
+    assert!(first.iter().any(|(_, _, payload)| payload["signal_type"] == "memory_milestone"));
+    for (_, msg_id, payload) in &first {
+        let id = payload.get("signal_id").or_else(|| payload.get("event_id")).unwrap();
+        assert_eq!(id, msg_id.as_str(), "Nats-Msg-Id is the signal or event id");
+    }
+
+    // Restored to before the history; a core subscriber sees what is published even when
+    // the stream keeps it out as a duplicate.
+    for table in ["relationships", "applied_conversations", "faction_reputation"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table}"))).execute(&env.pool).await.unwrap();
+    }
+    let mut republished = env.nats.subscribe(env.subject("signal.>")).await.unwrap();
+    let mut changed = env.nats.subscribe(env.subject("event.relationship.changed")).await.unwrap();
+    env.nats.flush().await.unwrap();
+    run_history().await;
+
+    let mut again = Vec::new();
+    for subscription in [&mut republished, &mut changed] {
+        while let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(2), subscription.next()).await {
+            let msg_id = message
+                .headers
+                .as_ref()
+                .and_then(|headers| headers.get("Nats-Msg-Id"))
+                .map(|v| v.as_str().to_owned())
+                .unwrap_or_default();
+            let mut payload: Value = serde_json::from_slice(&message.payload).unwrap();
+            payload.as_object_mut().unwrap().remove("at");
+            again.push((message.subject.to_string(), msg_id, payload));
+        }
+    }
+    again.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(again.len(), first.len(), "as many messages as the first time");
+    assert_eq!(again, first, "the same messages under the same ids");
+    assert_eq!(published_ids(&env).await, first, "JetStream kept none of them twice");
+    env.cleanup().await;
+}

@@ -1,7 +1,8 @@
 //! The `event.memory.stored` batch handler: each conversation's deltas applied exactly
 //! once, one by one in stream order, with optimistic concurrency on the relationship
 //! version; crossings, stage changes, milestones and faction-reputation shifts detected
-//! inside the transaction and written to the outbox with it.
+//! inside the transaction and written to the outbox with it, each with an id derived from
+//! what happened, so a recomputation republishes the same id.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -9,8 +10,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
+use npcmem_core::derived_id::Happening;
 use npcmem_core::relationship::{
-    Applied, Attitude, RelateRules, Relationship, conversation_deltas, faction_modifier, reputation_crossings,
+    Applied, Attitude, Direction, RelateRules, Relationship, conversation_deltas, faction_modifier,
+    reputation_crossings,
 };
 use npcmem_core::validate::decode_message;
 use npcmem_core::wire::{CacheInvalidate, MemoryStored, RelationshipChanged, SCHEMA_VERSION, Signal, signal_type};
@@ -200,7 +203,8 @@ impl RelateHandler {
         Ok(attitudes)
     }
 
-    /// Threshold crossings, a stage change and a milestone of one applied conversation.
+    /// Threshold crossings, a stage change and a milestone of one applied conversation,
+    /// each with the id of what happened ([`Happening`]).
     fn signals(
         &self,
         event: &MemoryStored,
@@ -208,45 +212,69 @@ impl RelateHandler {
         now: chrono::DateTime<Utc>,
     ) -> Vec<(OutboxMessage, (&'static str, String))> {
         let after = &applied.after;
-        let base = || Signal {
+        let (npc_id, player_id, conversation_id, version) =
+            (event.npc_id, event.player_id, event.conversation_id, after.version);
+        let base = |signal_id: Uuid| Signal {
             schema_version: SCHEMA_VERSION,
-            signal_id: Uuid::new_v4(),
+            signal_id,
             signal_type: signal_type::RELATIONSHIP_CHANGED.to_owned(),
             event_type: None,
-            npc_id: event.npc_id,
-            player_id: Some(event.player_id),
+            npc_id,
+            player_id: Some(player_id),
             dimension: None,
             old_value: None,
             new_value: None,
             stage: Some(after.stage.as_str().to_owned()),
-            conversation_id: Some(event.conversation_id),
-            version: Some(after.version),
+            conversation_id: Some(conversation_id),
+            version: Some(version),
             at: now,
             extra: serde_json::Map::new(),
         };
         let mut signals = Vec::new();
         for crossing in &applied.crossings {
+            let happening = Happening::ThresholdCrossed {
+                npc_id,
+                player_id,
+                conversation_id,
+                version,
+                dimension: crossing.dimension.as_str(),
+                threshold: crossing.threshold,
+                upward: crossing.direction == Direction::Above,
+            };
             signals.push(Signal {
                 event_type: Some(crossing.event_type.clone()),
                 dimension: Some(crossing.dimension.as_str().to_owned()),
                 old_value: Some(crossing.old_value),
                 new_value: Some(crossing.new_value),
-                ..base()
+                ..base(happening.id())
             });
         }
-        if let Some((old, _new)) = applied.stage_change {
+        if let Some((old, new)) = applied.stage_change {
+            let happening = Happening::StageChanged {
+                npc_id,
+                player_id,
+                conversation_id,
+                version,
+                from: old.as_str(),
+                to: new.as_str(),
+            };
             let mut extra = serde_json::Map::new();
             extra.insert("old_stage".into(), old.as_str().into());
             signals.push(Signal {
                 event_type: Some(npcmem_core::wire::relationship_event_type::STAGE_CHANGED.to_owned()),
                 extra,
-                ..base()
+                ..base(happening.id())
             });
         }
-        if let Some(count) = applied.milestone {
+        if let Some(memory_count) = applied.milestone {
+            let happening = Happening::MemoryMilestone { npc_id, player_id, conversation_id, version, memory_count };
             let mut extra = serde_json::Map::new();
-            extra.insert("memory_count".into(), count.into());
-            signals.push(Signal { signal_type: signal_type::MEMORY_MILESTONE.to_owned(), extra, ..base() });
+            extra.insert("memory_count".into(), memory_count.into());
+            signals.push(Signal {
+                signal_type: signal_type::MEMORY_MILESTONE.to_owned(),
+                extra,
+                ..base(happening.id())
+            });
         }
         signals.into_iter().map(|signal| self.signal_message(signal)).collect()
     }
@@ -273,13 +301,20 @@ impl RelateHandler {
             let old = change.old.unwrap_or(0.0);
             let Some(event) = trigger.get(&(change.faction.clone(), change.player_id)) else { continue };
             for (level, upward) in reputation_crossings(old, change.new, &self.rules.reputation_levels) {
+                let happening = Happening::ReputationCrossed {
+                    faction: &change.faction,
+                    player_id: change.player_id,
+                    level,
+                    upward,
+                    version: change.version,
+                };
                 let mut extra = serde_json::Map::new();
                 extra.insert("faction".into(), change.faction.clone().into());
                 extra.insert("level".into(), level.into());
                 extra.insert("npcs_known".into(), change.npcs_known.into());
                 let signal = Signal {
                     schema_version: SCHEMA_VERSION,
-                    signal_id: Uuid::new_v4(),
+                    signal_id: happening.id(),
                     signal_type: signal_type::FACTION_REPUTATION_SHIFT.to_owned(),
                     event_type: Some(if upward { "reputation_up" } else { "reputation_down" }.to_owned()),
                     npc_id: event.npc_id,
@@ -312,9 +347,15 @@ impl RelateHandler {
     }
 
     fn relationship_changed(&self, event: &MemoryStored, applied: &Applied) -> OutboxMessage {
+        let happening = Happening::RelationshipChanged {
+            npc_id: event.npc_id,
+            player_id: event.player_id,
+            conversation_id: event.conversation_id,
+            version: applied.after.version,
+        };
         let changed = RelationshipChanged {
             schema_version: SCHEMA_VERSION,
-            event_id: Uuid::new_v4(),
+            event_id: happening.id(),
             npc_id: event.npc_id,
             player_id: event.player_id,
             conversation_id: Some(event.conversation_id),

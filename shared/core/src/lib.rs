@@ -1,6 +1,7 @@
 //! Domain types and pure rules of npcmem, shared by every service.
 //!
 //! - [`wire`]: serde types of every message on the bus (DESIGN §3).
+//! - [`derived_id`]: ids of derived signals and events, from what happened.
 //! - [`validate`]: decoding of inbound bytes with dead-letter reason codes.
 //! - [`redact`]: real-world PII redaction of text and raw bytes.
 //! - [`memory`]: memory kinds, salience, growth caps, rounding.
@@ -14,6 +15,7 @@
 
 pub mod consolidation;
 pub mod context;
+pub mod derived_id;
 pub mod extraction;
 pub mod gossip;
 pub mod memory;

@@ -1,7 +1,8 @@
-//! Transaction-scoped advisory locks that serialise work on one NPC–player pair or one
-//! player across replicas and concurrent batches. Keys are derived from the UUIDs with a
-//! fixed fold (not a per-process hash) so every replica and every build agrees on them;
-//! a collision only serialises two unrelated pairs, it never breaks correctness.
+//! Transaction-scoped advisory locks that serialise work on one NPC–player pair, one
+//! player or one (faction, player) reputation across replicas and concurrent batches.
+//! Keys are derived from the UUIDs with a fixed fold (not a per-process hash) so every
+//! replica and every build agrees on them; a collision only serialises two unrelated
+//! keys, it never breaks correctness.
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -10,6 +11,7 @@ use crate::error::StoreResult;
 
 /// Lock classes, the first key of the two-key advisory lock functions.
 const PLAYER_LOCK_CLASS: i32 = 2;
+const REPUTATION_LOCK_CLASS: i32 = 4;
 
 /// What a pair lock protects. Separate classes so that ingest trimming a pair's working
 /// memory and extract capping the same pair's memories do not wait for each other.
@@ -39,6 +41,12 @@ pub fn pair_key(npc_id: Uuid, player_id: Uuid) -> i32 {
 
 pub fn player_key(player_id: Uuid) -> i32 {
     fold(player_id.as_u128())
+}
+
+/// Faction names are free text: a name-based UUID of the faction under the player gives
+/// 128 stable bits to fold.
+pub fn reputation_key(faction: &str, player_id: Uuid) -> i32 {
+    fold(Uuid::new_v5(&player_id, faction.as_bytes()).as_u128())
 }
 
 fn sorted_unique(mut keys: Vec<i32>) -> Vec<i32> {
@@ -79,6 +87,24 @@ pub async fn lock_players_shared(connection: &mut PgConnection, player_ids: &[Uu
     Ok(())
 }
 
+/// Exclusive locks on (faction, player) reputations, in key order, until the transaction
+/// ends. A row lock cannot do this: a player's first reputation with a faction has no row
+/// yet, and two batches that both found none would both announce the first crossing.
+/// Relate takes them last in its transaction, after its relationship writes, and waits on
+/// no row while holding them, so they add no lock cycle.
+pub async fn lock_reputations(connection: &mut PgConnection, keys: &[(String, Uuid)]) -> StoreResult<()> {
+    let keys = sorted_unique(keys.iter().map(|(faction, player)| reputation_key(faction, *player)).collect());
+    if keys.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("SELECT pg_advisory_xact_lock($1, key) FROM UNNEST($2::int4[]) AS key ORDER BY key")
+        .bind(REPUTATION_LOCK_CLASS)
+        .bind(&keys)
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
 pub async fn lock_player_exclusive(connection: &mut PgConnection, player_id: Uuid) -> StoreResult<()> {
     sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
         .bind(PLAYER_LOCK_CLASS)
@@ -99,5 +125,8 @@ mod tests {
         assert_eq!(pair_key(npc, player), pair_key(npc, player));
         assert_ne!(pair_key(npc, player), pair_key(player, npc), "the pair is ordered");
         assert_eq!(sorted_unique(vec![3, 1, 3, 2]), vec![1, 2, 3]);
+        assert_eq!(reputation_key("smiths_guild", player), reputation_key("smiths_guild", player));
+        assert_ne!(reputation_key("smiths_guild", player), reputation_key("city_guard", player));
+        assert_ne!(reputation_key("smiths_guild", player), reputation_key("smiths_guild", npc));
     }
 }

@@ -1,6 +1,8 @@
 //! Relationships, the applied-conversations ledger, faction attitudes and faction
-//! reputation (migration 0004). Writes are optimistic: an update names the version it
-//! read, and the caller retries what another writer changed first.
+//! reputation (migrations 0004, 0018). Relationship writes are optimistic: an update
+//! names the version it read, and the caller retries what another writer changed first.
+//! Reputation is recomputed under a lock per (faction, player) instead, since its first
+//! write has no row to name a version of.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use npcmem_core::relationship::factions::FactionsFile;
@@ -279,11 +281,16 @@ pub struct ReputationChange {
     pub old: Option<f64>,
     pub new: f64,
     pub npcs_known: i64,
+    /// The row's version after this write: one more than the version `old` was read at.
+    pub version: i64,
 }
 
 /// Recomputes faction reputation (DESIGN §9: the mean disposition of the faction's NPCs
-/// who know the player) for each (faction, player), with the stored value locked so the
-/// old value is the one this write replaces.
+/// who know the player) for each (faction, player). Takes each key's reputation lock
+/// first, so no other transaction writes the key until this one ends: `old` is the value
+/// this write replaces, and the mean, read by a statement that starts after the lock, sees
+/// every relationship the previous holder committed. Two batches in flight therefore see
+/// a crossing once, in one of them (issue 20).
 pub async fn recompute_reputation(
     connection: &mut PgConnection,
     keys: &[(String, Uuid)],
@@ -294,16 +301,18 @@ pub async fn recompute_reputation(
     let mut sorted = keys.to_vec();
     sorted.sort();
     sorted.dedup();
+    crate::locks::lock_reputations(&mut *connection, &sorted).await?;
     let (factions, players): (Vec<String>, Vec<Uuid>) = sorted.into_iter().unzip();
-    let rows: Vec<(String, Uuid, Option<f64>, f64, i64)> = sqlx::query_as(
+    // `old` is read without FOR UPDATE: the lock above already excludes other writers, and
+    // a row lock on a row this same statement's upsert changes is silently skipped (it
+    // used to leave `old` empty, so every recomputation announced crossings from 0).
+    let rows: Vec<(String, Uuid, Option<f64>, f64, i64, i64)> = sqlx::query_as(
         "WITH keys AS (
              SELECT * FROM unnest($1::text[], $2::uuid[]) AS k(faction, player_id)
          ),
          old AS (
              SELECT f.faction, f.player_id, f.reputation FROM faction_reputation f
              JOIN keys USING (faction, player_id)
-             ORDER BY f.faction, f.player_id
-             FOR UPDATE OF f
          ),
          computed AS (
              SELECT k.faction, k.player_id, avg(r.disposition) AS reputation, count(*) AS npcs_known
@@ -313,13 +322,14 @@ pub async fn recompute_reputation(
              GROUP BY k.faction, k.player_id
          ),
          written AS (
-             INSERT INTO faction_reputation (faction, player_id, reputation, npcs_known)
-             SELECT faction, player_id, round(reputation::numeric, 3)::float8, npcs_known FROM computed
+             INSERT INTO faction_reputation (faction, player_id, reputation, npcs_known, version)
+             SELECT faction, player_id, round(reputation::numeric, 3)::float8, npcs_known, 1 FROM computed
              ON CONFLICT (faction, player_id) DO UPDATE
-                 SET reputation = EXCLUDED.reputation, npcs_known = EXCLUDED.npcs_known, updated_at = now()
-             RETURNING faction, player_id, reputation, npcs_known
+                 SET reputation = EXCLUDED.reputation, npcs_known = EXCLUDED.npcs_known,
+                     version = coalesce(faction_reputation.version, 0) + 1, updated_at = now()
+             RETURNING faction, player_id, reputation, npcs_known, version
          )
-         SELECT w.faction, w.player_id, o.reputation, w.reputation, w.npcs_known::int8
+         SELECT w.faction, w.player_id, o.reputation, w.reputation, w.npcs_known::int8, w.version
          FROM written w LEFT JOIN old o USING (faction, player_id)",
     )
     .bind(&factions)
@@ -328,7 +338,14 @@ pub async fn recompute_reputation(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(faction, player_id, old, new, npcs_known)| ReputationChange { faction, player_id, old, new, npcs_known })
+        .map(|(faction, player_id, old, new, npcs_known, version)| ReputationChange {
+            faction,
+            player_id,
+            old,
+            new,
+            npcs_known,
+            version,
+        })
         .collect())
 }
 

@@ -269,6 +269,9 @@ pub struct Applied {
 pub struct Crossing {
     pub event_type: String,
     pub dimension: Dimension,
+    /// The threshold's value and direction, which with the dimension name the crossing.
+    pub threshold: f64,
+    pub direction: Direction,
     pub old_value: f64,
     pub new_value: f64,
 }
@@ -323,6 +326,8 @@ pub fn apply_conversation(
             threshold.crossed(old_value, new_value).then(|| Crossing {
                 event_type: threshold.event_type.clone(),
                 dimension: threshold.dimension,
+                threshold: threshold.value,
+                direction: threshold.direction,
                 old_value,
                 new_value,
             })
