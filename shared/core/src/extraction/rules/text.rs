@@ -4,6 +4,8 @@
 //! covers every register. Quoted speech is marked, so a player repeating what a bandit
 //! said is not taken for the player's own words.
 
+use std::borrow::Cow;
+
 use crate::wire::Speaker;
 
 /// One sentence of one message.
@@ -112,10 +114,10 @@ fn push_piece<'a>(out: &mut Vec<(usize, &'a str)>, text: &'a str, start: usize, 
     }
 }
 
-/// Lowercase, one spelling per word, single spaces.
+/// Lowercase, one spelling per word, single spaces. Runs once per sentence of every
+/// conversation, so it reuses its buffers instead of allocating per word.
 pub(crate) fn plain(text: &str) -> String {
-    let lower = text.to_lowercase().replace(['‘', '’', '`'], "'").replace(['“', '”'], "\"");
-    let mut out = String::with_capacity(lower.len() + 8);
+    let mut out = String::with_capacity(text.len() + 8);
     let mut previous = String::new();
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String, previous: &mut String| {
@@ -128,15 +130,21 @@ pub(crate) fn plain(text: &str) -> String {
         if mapped.is_none() && !leading.is_empty() {
             out.push_str(leading);
         }
-        let replacement = mapped.unwrap_or_else(|| core.trim_end_matches('\'').to_string());
+        let replacement: Cow<'_, str> = mapped.unwrap_or(Cow::Borrowed(core.trim_end_matches('\'')));
         out.push_str(&replacement);
         if mapped_keeps_trailing_quote(word, &replacement) {
             out.push('\'');
         }
-        *previous = replacement.rsplit(' ').next().unwrap_or_default().to_string();
+        previous.clear();
+        previous.push_str(replacement.rsplit(' ').next().unwrap_or_default());
         word.clear();
     };
-    for c in lower.chars() {
+    let lowered = text.chars().flat_map(char::to_lowercase).map(|c| match c {
+        '‘' | '’' | '`' => '\'',
+        '“' | '”' => '"',
+        c => c,
+    });
+    for c in lowered {
         if c.is_alphanumeric() || c == '\'' || (c == '-' && !word.is_empty()) {
             word.push(c);
         } else {
@@ -151,7 +159,11 @@ pub(crate) fn plain(text: &str) -> String {
         }
     }
     flush(&mut word, &mut out, &mut previous);
-    out.trim().to_string()
+    // Spaces are only ever pushed after something, so only the end can need trimming.
+    while out.ends_with(' ') {
+        out.pop();
+    }
+    out
 }
 
 /// A word ending in a quotation mark that closes quoted speech ("you.'" is rare; "tryin'"
@@ -165,7 +177,7 @@ fn mapped_keeps_trailing_quote(word: &str, replacement: &str) -> bool {
 }
 
 /// The one spelling of an archaic or chat word, if it has another.
-fn respell(word: &str, core: &str, previous: &str) -> Option<String> {
+fn respell<'w>(word: &str, core: &'w str, previous: &str) -> Option<Cow<'w, str>> {
     let fixed = match word {
         "'tis" => "it is",
         "'twas" => "it was",
@@ -175,7 +187,7 @@ fn respell(word: &str, core: &str, previous: &str) -> Option<String> {
         _ => "",
     };
     if !fixed.is_empty() {
-        return Some(fixed.to_string());
+        return Some(Cow::Borrowed(fixed));
     }
     let core = core.trim_end_matches('\'');
     let simple = match core {
@@ -224,11 +236,11 @@ fn respell(word: &str, core: &str, previous: &str) -> Option<String> {
         _ => "",
     };
     if !simple.is_empty() {
-        return Some(simple.to_string());
+        return Some(Cow::Borrowed(simple));
     }
     // A dropped g: "nothin'", "thievin'", "leavin'".
     if word.ends_with("in'") && core.len() > 3 {
-        return Some(format!("{core}g"));
+        return Some(Cow::Owned(format!("{core}g")));
     }
     // Irregular archaic past forms.
     let irregular = match core {
@@ -245,15 +257,15 @@ fn respell(word: &str, core: &str, previous: &str) -> Option<String> {
         _ => "",
     };
     if !irregular.is_empty() {
-        return Some(irregular.to_string());
+        return Some(Cow::Borrowed(irregular));
     }
     // "keepeth" → "keeps", "knoweth" → "knows"; "thou foughtest" → "you fought".
     if core.len() > 5 && core.ends_with("eth") && !matches!(core, "teeth" | "beneath" | "seventh" | "twentieth") {
-        return Some(format!("{}s", &core[..core.len() - 3]));
+        return Some(Cow::Owned(format!("{}s", &core[..core.len() - 3])));
     }
     if previous == "you" && core.len() > 5 && core.ends_with("est") && !matches!(core, "honest" | "forest" | "interest")
     {
-        return Some(core[..core.len() - 3].to_string());
+        return Some(Cow::Borrowed(&core[..core.len() - 3]));
     }
     None
 }
