@@ -60,6 +60,7 @@ impl Patterns {
                 && (self.for_the_npc.is_match(plain) || s.word_count() <= 6)
                 && !plain.contains("brought you")
                 && !plain.contains("brought this")
+                && !plain.contains("got your back")
                 && !self.hypothetical.is_match(plain);
             let task_done =
                 self.help_is_done.is_match(plain) && s.word_count() <= 10 && !self.schooling.is_match(plain);

@@ -154,6 +154,7 @@ pub(crate) struct Patterns {
     exposed: Regex,
     vow: Regex,
     vow_past: Regex,
+    commitment_excluded: Regex,
     commitment: Regex,
     solemn: Regex,
     secret_marker: Regex,
@@ -224,7 +225,7 @@ impl Patterns {
                 r"\b(?:i'll|i will|i shall)\s+see\s+(?:you|your)\b[^.!?]*\b(?:drowned|hanged|hung|dead|revoked|seized|ruined|burned|burnt|whipped|flogged|irons|chains|gaol|jail|prison|flayed|buried|dangling)\b",
             ),
             threat_phrase: compile(
-                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor i (?:open|cut|gut|kill|break|burn|end|hurt) you\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen\b|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
+                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor i (?:open|cut|gut|kill|break|burn|end|hurt) you\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen(?:\W*$|,| to (?:people|folk|those|them|the best))|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
             ),
             deadly: compile(
                 r"\b(?:kill|murder|dead|die|throat|drown|drowned|gut|hang|hanged|slaughter|burn|strangle|open you|irons|bury|buried|blood|bleed)\b",
@@ -278,8 +279,14 @@ impl Patterns {
             vow: compile(
                 r"\b(?:i promise|i swear|i vow|you have my word|i give you my (?:[a-z]+ )?word|swear (?:on|upon) my|cross my heart)|(?:^|[,;] )(?:upon|on) my (?:[a-z]+ )?(?:honour|honor|life|word|soul)\b|^my word\W*$",
             ),
+            // Words about a vow, not one given to the listener ("I vow to myself" is a resolution).
             vow_past: compile(
-                r"\b(?:gave|kept|broke|break|keep) my (?:[a-z]+ )?word\b|\bcan't promise\b|\bcannot promise\b",
+                r"\b(?:gave|kept|broke|break|keep) my (?:[a-z]+ )?word\b|\bcan't promise\b|\bcannot promise\b|\b(?:vow|vowed|promise|promised|swear|swore) (?:to )?myself\b",
+            ),
+            // A commitment in form only: "bring it up" mentions, "find them out" learns,
+            // "try and fix it" hedges.
+            commitment_excluded: compile(
+                r"\bbring (?:it|this|that|them)(?: back)? up\b|\bbring up\b|\bfind (?:it|them|him|her) out\b|\btry (?:and|to)\b",
             ),
             commitment: compile(
                 r"\b(?:i'll|i will|i shall|i'm going to)\b[^.!?]{0,50}?\b(?:bring|pay (?:you|it) back|pay you by|repay|return (?:it|them|your|the [a-z]+ (?:to|by|before|tomorrow))|deliver|make it right|make it up to you|work it off|help you|fix (?:it|your|the)|mend|fetch|look after|watch over|send word|get (?:it|them) back|find (?:your|him|her|them))\b",
@@ -322,7 +329,7 @@ impl Patterns {
                 r"\b(?:your|for you|you asked|the last of|(?:it|them) (?:out|back|up|down)|all of (?:it|them)|every (?:one|single one))\b",
             ),
             help_npc: compile(
-                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more|the work|it all|me)\b|\byou (?:sat|stayed) up\b[^.!?]*\b(?:night|hours)\b|\byou spent the (?:whole|entire)\b[^.!?]*\b(?:mending|fixing|counting|carrying|cleaning|helping)\b|\bthe work of (?:two|three|four|ten|a dozen)\b",
+                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more for|the work|it all|me)\b|\byou (?:sat|stayed) up\b[^.!?]*\b(?:night|hours)\b|\byou spent the (?:whole|entire)\b[^.!?]*\b(?:mending|fixing|counting|carrying|cleaning|helping)\b|\bthe work of (?:two|three|four|ten|a dozen)\b",
             ),
             gratitude: compile(
                 r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work|saved me a trip|saved my neck|cheers)\b",

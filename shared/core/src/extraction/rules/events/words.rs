@@ -10,7 +10,9 @@ impl Patterns {
                 let m = c.get(0).map_or(0..0, |m| m.range());
                 !negated(plain, m.start) && commits(plain, m.start, &plain[m.clone()])
             }) && !self.vow_past.is_match(plain);
-            let committed = Self::found(&self.commitment, s) && !self.hypothetical.is_match(plain);
+            let committed = Self::found(&self.commitment, s)
+                && !self.hypothetical.is_match(plain)
+                && !self.commitment_excluded.is_match(plain);
             (vowed || committed) && !plain.ends_with('?') && !self.laughed_off(scene, *index)
         })?;
         let severity = if self.solemn.is_match(&sentence.plain) {
