@@ -3,3 +3,4 @@
 //! must be zero are zero. Real NATS, real Postgres, prefixes and a database per test.
 
 mod malformed;
+mod matrix;
