@@ -5,6 +5,7 @@ mod cli;
 mod cli_privacy;
 mod consolidate;
 mod enrich;
+mod enrich_errors;
 mod extract;
 mod extract_fidelity;
 mod extract_llm;

@@ -230,12 +230,12 @@ impl RecallQuery {
         if let (Some(from), Some(to)) = (self.from, self.to)
             && from > to
         {
-            return Err(ErrorReply::new("invalid_field", format!("from ({from}) is after to ({to})")));
+            return Err(ErrorReply::at_field("invalid_field", "from", format!("from ({from}) is after to ({to})")));
         }
         if let Some(limit) = self.limit
             && !(1..=200).contains(&limit)
         {
-            return Err(ErrorReply::new("invalid_field", format!("limit {limit} is outside 1..=200")));
+            return Err(ErrorReply::at_field("invalid_field", "limit", format!("limit {limit} is outside 1..=200")));
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -43,9 +44,9 @@ pub struct Handlers {
 }
 
 impl Handlers {
-    /// The JSON reply to `payload`; the bool says whether it is an error.
-    pub async fn answer(&self, endpoint: Endpoint, payload: &[u8]) -> (bool, Vec<u8>) {
-        let result = match endpoint {
+    /// The JSON reply to `payload`, or the error to send instead.
+    pub async fn answer(&self, endpoint: Endpoint, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
+        match endpoint {
             Endpoint::Context => self.context(payload).await,
             Endpoint::Relationship => {
                 run(payload, |q: query::RelationshipQuery| async move {
@@ -60,16 +61,11 @@ impl Handlers {
                 run(payload, |q: query::KnowledgeQuery| async move { query::knowledge(&self.pool, &q).await }).await
             }
             Endpoint::Recall => self.recall(payload).await,
-        };
-        match result {
-            Ok(body) => (false, body),
-            Err(error) => (true, serde_json::to_vec(&error).expect("errors serialise")),
         }
     }
 
     async fn recall(&self, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
-        let query: query::RecallQuery =
-            decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
+        let query: query::RecallQuery = decode_message(payload, MAX_REQUEST_BYTES).map_err(ErrorReply::from)?;
         query.check()?;
         let answer =
             query::recall(&self.pool, self.enricher.loader.recall_max_turns, self.enricher.embedder.as_ref(), &query)
@@ -82,17 +78,18 @@ impl Handlers {
     }
 
     async fn context(&self, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
-        let request: EnrichRequest =
-            decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
+        let request: EnrichRequest = decode_message(payload, MAX_REQUEST_BYTES).map_err(ErrorReply::from)?;
         if let Some(max_tokens) = request.max_tokens
             && !MAX_TOKENS_RANGE.contains(&max_tokens)
         {
-            return Err(ErrorReply::new(
+            return Err(ErrorReply::at_field(
                 "invalid_field",
+                "max_tokens",
                 format!("max_tokens {max_tokens} is outside {}..={}", MAX_TOKENS_RANGE.start(), MAX_TOKENS_RANGE.end()),
             ));
         }
-        let reply = self.enricher.enrich(&request).await.map_err(|e| ErrorReply::new(e.code, e.message))?;
+        let reply =
+            self.enricher.enrich(&request).await.map_err(|e| ErrorReply::at_field(e.code, "max_tokens", e.message))?;
         Ok(serde_json::to_vec(&reply).expect("replies serialise"))
     }
 }
@@ -104,8 +101,7 @@ where
     F: FnOnce(Q) -> Fut,
     Fut: std::future::Future<Output = Result<A, npcmem_store::StoreError>>,
 {
-    let query: Q =
-        decode_message(payload, MAX_REQUEST_BYTES).map_err(|e| ErrorReply::new(e.code.as_str(), e.message))?;
+    let query: Q = decode_message(payload, MAX_REQUEST_BYTES).map_err(ErrorReply::from)?;
     let answer = handle(query).await.map_err(|error| {
         warn!(%error, "query failed");
         ErrorReply::new("unavailable", format!("the store could not answer: {error}"))
@@ -133,7 +129,10 @@ pub async fn serve_subject(
         };
         let (nats, handlers) = (nats.clone(), handlers.clone());
         tokio::spawn(async move {
-            let (_, body) = handlers.answer(endpoint, &message.payload).await;
+            let body = handlers
+                .answer(endpoint, &message.payload)
+                .await
+                .unwrap_or_else(|error| serde_json::to_vec(&error).expect("errors serialise"));
             if let Err(error) = nats.publish(reply, body.into()).await {
                 debug!(%error, "reply publish failed");
             }
@@ -144,24 +143,43 @@ pub async fn serve_subject(
 }
 
 /// `POST /v1/context` (the enrich request) and `POST /v1/recall` (`query.recall`) over
-/// HTTP: 400 with the error object.
+/// HTTP: errors are the same object as over NATS, with 400 for bad input, 413 for a body
+/// over the limit and 503 when the store cannot answer.
 pub fn routes(handlers: Arc<Handlers>) -> axum::Router {
     axum::Router::new()
         .route("/v1/context", axum::routing::post(http_context))
         .route("/v1/recall", axum::routing::post(http_recall))
+        // One byte over the limit is enough to know; the rejection becomes the JSON 413.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES + 1))
         .with_state(handlers)
 }
 
-async fn http_context(State(handlers): State<Arc<Handlers>>, body: Bytes) -> Response {
-    http_answer(&handlers, Endpoint::Context, &body).await
+async fn http_context(State(handlers): State<Arc<Handlers>>, body: Result<Bytes, BytesRejection>) -> Response {
+    http_answer(&handlers, Endpoint::Context, body).await
 }
 
-async fn http_recall(State(handlers): State<Arc<Handlers>>, body: Bytes) -> Response {
-    http_answer(&handlers, Endpoint::Recall, &body).await
+async fn http_recall(State(handlers): State<Arc<Handlers>>, body: Result<Bytes, BytesRejection>) -> Response {
+    http_answer(&handlers, Endpoint::Recall, body).await
 }
 
-async fn http_answer(handlers: &Handlers, endpoint: Endpoint, body: &[u8]) -> Response {
-    let (is_error, reply) = handlers.answer(endpoint, body).await;
-    let status = if is_error { StatusCode::BAD_REQUEST } else { StatusCode::OK };
-    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], reply).into_response()
+async fn http_answer(handlers: &Handlers, endpoint: Endpoint, body: Result<Bytes, BytesRejection>) -> Response {
+    let answer = match body {
+        Ok(body) => handlers.answer(endpoint, &body).await,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ErrorReply::new(
+            "payload_too_large",
+            format!("the request body is larger than {MAX_REQUEST_BYTES} bytes"),
+        )),
+        Err(rejection) => Err(ErrorReply::new("invalid_body", rejection.body_text())),
+    };
+    match answer {
+        Ok(reply) => (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], reply).into_response(),
+        Err(error) => {
+            let status = match error.error.code.as_str() {
+                "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+                "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            (status, axum::Json(error)).into_response()
+        }
+    }
 }

@@ -440,11 +440,11 @@ impl BudgetManager {
     }
 }
 
-/// The default system prompt for a persona: who the NPC is, what it will and will not
-/// discuss, then `{reputation}` and `{memory_context}`.
+/// The default system prompt for a persona: who the NPC is (`{persona_details}` holds
+/// only the parts the persona gives), what it will and will not discuss, then
+/// `{reputation}` and `{memory_context}`.
 pub const DEFAULT_TEMPLATE: &str =
-    "You are {name}, {role}. Personality: {personality}. Speaking style: {speaking_style}.
-You know about: {knowledge_domains}.{will_discuss}{wont_discuss}{secret_knowledge}
+    "You are {name}, {role}.{persona_details}{will_discuss}{wont_discuss}{secret_knowledge}
 How you see the player: {reputation}.
 
 {memory_context}
@@ -456,6 +456,17 @@ pub fn render_prompt(template: Option<&str>, persona: &Persona, placeholders: &B
     let list = |items: &[String], label: &str| {
         if items.is_empty() { String::new() } else { format!("\n{label}: {}.", items.join(", ")) }
     };
+    // A part the persona leaves out is left out of the prompt, never rendered empty.
+    let part = |value: &str, label: &str, separator: &str| {
+        let value = value.trim().trim_end_matches('.');
+        if value.is_empty() { String::new() } else { format!("{separator}{label}: {value}.") }
+    };
+    let persona_details = [
+        part(&persona.personality, "Personality", " "),
+        part(&persona.speaking_style, "Speaking style", " "),
+        part(&persona.knowledge_domains.join(", "), "You know about", "\n"),
+    ]
+    .concat();
     let values: Vec<(&str, String)> = vec![
         ("name", persona.name.clone()),
         ("role", persona.role.clone().unwrap_or_else(|| "a local".into())),
@@ -469,6 +480,7 @@ pub fn render_prompt(template: Option<&str>, persona: &Persona, placeholders: &B
                 persona.knowledge_domains.join(", ")
             },
         ),
+        ("persona_details", persona_details),
         ("will_discuss", list(&persona.will_discuss, "You are glad to discuss")),
         ("wont_discuss", list(&persona.wont_discuss, "You refuse to discuss")),
         ("secret_knowledge", list(&persona.secret_knowledge, "You secretly know (never reveal it unprompted)")),

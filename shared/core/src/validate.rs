@@ -271,9 +271,9 @@ fn decode_transcript(
 /// messages) with the same envelope checks as [`decode_conversation_ended`] — size,
 /// UTF-8, JSON object, `schema_version`, no NUL in any string value — then serde into
 /// `T`. Serde errors map to `missing_field` (a required field absent or `null`),
-/// `invalid_uuid` (a UUID that does not parse) or `invalid_field` (anything else).
-/// Serde does not report paths: `field` is set only for a missing field, to its bare
-/// name. A `null` `schema_version` is treated as absent (version 1).
+/// `invalid_uuid` (a UUID that does not parse) or `invalid_field` (anything else), each
+/// naming the field by its path (`npc.name`, `witness_ids[2]`) and worded in JSON's
+/// terms, never Rust's. A `null` `schema_version` is treated as absent (version 1).
 pub fn decode_message<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     max_payload_bytes: usize,
@@ -293,30 +293,91 @@ pub fn decode_message<T: serde::de::DeserializeOwned>(
             format!("{path} contains a NUL character"),
         ));
     }
-    serde_json::from_value(root).map_err(classify_serde_error)
+    serde_path_to_error::deserialize(root).map_err(classify_serde_error)
 }
 
 const NUL_ESCAPE: &[u8] = b"\\u0000";
 
-fn classify_serde_error(error: serde_json::Error) -> ValidationError {
-    let description = error.to_string();
+fn classify_serde_error(error: serde_path_to_error::Error<serde_json::Error>) -> ValidationError {
+    let path = error.path().to_string();
+    let description = error.inner().to_string();
+    // The path of a missing field is its parent's; the root's is ".".
+    let within = |field: &str| if path == "." { field.to_owned() } else { format!("{path}.{field}") };
     if let Some(rest) = description.strip_prefix("missing field `") {
-        let field = rest.split('`').next().unwrap_or_default().to_owned();
+        let field = within(rest.split('`').next().unwrap_or_default());
+        return ValidationError::at_field(ReasonCode::MissingField, field.clone(), format!("{field} is required"));
+    }
+    let field = if path == "." { "the message".to_owned() } else { path.clone() };
+    if description.starts_with("invalid type: null") {
         return ValidationError::at_field(
             ReasonCode::MissingField,
             field.clone(),
-            format!("required field {field} is missing"),
+            format!("{field} is required, got null"),
         );
-    }
-    if description.starts_with("invalid type: null") {
-        return ValidationError::new(ReasonCode::MissingField, format!("a required field is null: {description}"));
     }
     // uuid's serde impl says "UUID parsing failed: …" or "expected a formatted UUID
     // string"; nothing else in our types mentions UUIDs.
     if description.contains("UUID") {
-        return ValidationError::new(ReasonCode::InvalidUuid, description);
+        let detail = description.strip_prefix("UUID parsing failed: ").unwrap_or("");
+        let got = description.strip_prefix("invalid type: ").and_then(|rest| rest.split(", expected").next());
+        let message = match got {
+            Some(got) => format!("{field} must be a UUID string, got {}", json_kind(got)),
+            None if !detail.is_empty() => format!("{field} is not a UUID ({detail})"),
+            None => format!("{field} is not a UUID"),
+        };
+        return ValidationError::at_field(ReasonCode::InvalidUuid, field, message);
     }
-    ValidationError::new(ReasonCode::InvalidField, description)
+    ValidationError::at_field(
+        ReasonCode::InvalidField,
+        field.clone(),
+        format!("{field}: {}", plain_serde(&description)),
+    )
+}
+
+/// Serde's wording without Rust types: "invalid type: string \"Brom\", expected struct
+/// Persona" → "must be an object, got a string".
+fn plain_serde(description: &str) -> String {
+    if let Some(rest) = description.strip_prefix("invalid type: ")
+        && let Some((got, expected)) = rest.split_once(", expected ")
+    {
+        return format!("must be {}, got {}", expected_kind(expected), json_kind(got));
+    }
+    if let Some(rest) = description.strip_prefix("invalid value: ")
+        && let Some((got, expected)) = rest.split_once(", expected ")
+    {
+        return format!("must be {}, got {}", expected_kind(expected), got.replace('`', ""));
+    }
+    description.replace('`', "")
+}
+
+/// What serde says it got ("string \"Brom\"", "integer `17`", "map") as JSON calls it.
+fn json_kind(got: &str) -> &'static str {
+    match got.split_whitespace().next().unwrap_or_default() {
+        "string" | "char" => "a string",
+        "integer" | "floating" => "a number",
+        "boolean" => "true or false",
+        "map" => "an object",
+        "sequence" => "an array",
+        "null" | "unit" => "null",
+        _ => "another type",
+    }
+}
+
+/// What serde says it expected, without Rust type names.
+fn expected_kind(expected: &str) -> String {
+    let expected = expected.trim();
+    if expected.starts_with("struct ") || expected == "a map" || expected.starts_with("map") {
+        return "an object".into();
+    }
+    match expected {
+        "a sequence" | "a tuple" => "an array".into(),
+        "a string" | "a borrowed string" | "a character" => "a string".into(),
+        "a boolean" => "true or false".into(),
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number ≥ 0".into(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        other => other.replace('`', "").replace("variant identifier", "one of the allowed values"),
+    }
 }
 
 /// Size, UTF-8 and JSON-object checks shared by every decoder.

@@ -541,7 +541,8 @@ pub struct ContextSection {
     pub token_count: u32,
 }
 
-/// Error reply of every request/reply endpoint: `{"error":{"code","message"}}`.
+/// Error reply of every request/reply endpoint, over NATS and HTTP:
+/// `{"error":{"code","message","field"}}`, `field` only when one field is at fault.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {
     pub error: ErrorBody,
@@ -551,11 +552,26 @@ pub struct ErrorReply {
 pub struct ErrorBody {
     pub code: String,
     pub message: String,
+    /// The offending field as a path (`npc.name`, `messages[2].text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 impl ErrorReply {
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ErrorReply { error: ErrorBody { code: code.into(), message: message.into() } }
+        ErrorReply { error: ErrorBody { code: code.into(), message: message.into(), field: None } }
+    }
+
+    pub fn at_field(code: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        ErrorReply { error: ErrorBody { code: code.into(), message: message.into(), field: Some(field.into()) } }
+    }
+}
+
+impl From<crate::validate::ValidationError> for ErrorReply {
+    fn from(error: crate::validate::ValidationError) -> Self {
+        ErrorReply {
+            error: ErrorBody { code: error.code.as_str().to_owned(), message: error.message, field: error.field },
+        }
     }
 }
 

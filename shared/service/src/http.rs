@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use npcmem_core::wire::ErrorReply;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
@@ -38,6 +39,8 @@ pub async fn serve(
     if let Some(extra) = extra_routes {
         router = router.merge(extra);
     }
+    // Every answer is JSON, the unknown path and the wrong method included.
+    let router = router.fallback(not_found).method_not_allowed_fallback(method_not_allowed);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -50,6 +53,16 @@ pub async fn serve(
     });
     tracing::info!(addr = %bound, "http listening");
     Ok((bound, task))
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    let reply = ErrorReply::new("not_found", format!("no endpoint {method} {}", uri.path()));
+    (StatusCode::NOT_FOUND, axum::Json(reply)).into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let reply = ErrorReply::new("method_not_allowed", format!("{} does not take {method}", uri.path()));
+    (StatusCode::METHOD_NOT_ALLOWED, axum::Json(reply)).into_response()
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {

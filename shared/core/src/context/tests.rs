@@ -103,3 +103,26 @@ fn prompts_render_persona_and_placeholders_once() {
     assert!(prompt.contains("\n\nMEM\n\n"));
     assert_eq!(render_prompt(Some("{reputation} / {unknown} / {"), &persona, &placeholders), "friend / {unknown} / {");
 }
+
+#[test]
+fn a_persona_with_only_a_name_renders_no_empty_parts() {
+    let persona = Persona { name: "Brom".into(), ..Persona::default() };
+    let prompt = render_prompt(None, &persona, &BTreeMap::new());
+    assert!(prompt.starts_with("You are Brom, a local.\nHow you see the player:"), "{prompt}");
+    for empty in ["Personality", "Speaking style", "You know about", ": .", ".."] {
+        assert!(!prompt.contains(empty), "{empty:?} in {prompt}");
+    }
+    let full = Persona {
+        personality: "gruff but fair.".into(),
+        speaking_style: "short sentences".into(),
+        knowledge_domains: vec!["smithing".into()],
+        ..persona
+    };
+    let prompt = render_prompt(None, &full, &BTreeMap::new());
+    assert!(
+        prompt.starts_with(
+            "You are Brom, a local. Personality: gruff but fair. Speaking style: short sentences.\nYou know about: smithing."
+        ),
+        "{prompt}"
+    );
+}

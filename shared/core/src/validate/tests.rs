@@ -341,9 +341,9 @@ fn decode_message_maps_serde_errors_to_codes() {
 
     let cases: [(&[u8], ReasonCode, Option<&str>); 9] = [
         (br#"{}"#, ReasonCode::MissingField, Some("conversation_id")),
-        (br#"{"conversation_id":null}"#, ReasonCode::MissingField, None),
-        (br#"{"conversation_id":"nope"}"#, ReasonCode::InvalidUuid, None),
-        (br#"{"conversation_id":17}"#, ReasonCode::InvalidUuid, None),
+        (br#"{"conversation_id":null}"#, ReasonCode::MissingField, Some("conversation_id")),
+        (br#"{"conversation_id":"nope"}"#, ReasonCode::InvalidUuid, Some("conversation_id")),
+        (br#"{"conversation_id":17}"#, ReasonCode::InvalidUuid, Some("conversation_id")),
         (br#"{"schema_version":3}"#, ReasonCode::SchemaVersion, Some("schema_version")),
         (b"[1]", ReasonCode::InvalidJson, None),
         (b"{", ReasonCode::InvalidJson, None),
@@ -551,5 +551,60 @@ mod properties {
             prop_assert_eq!(error.code, ReasonCode::InvalidUuid);
             prop_assert_eq!(error.field.as_deref(), Some(key));
         }
+    }
+}
+
+#[test]
+fn decode_errors_name_the_field_in_json_terms() {
+    let limit = 65_536;
+    let job = |bytes: &[u8]| decode_message::<ExtractJob>(bytes, limit).expect_err("refused");
+    let privacy = |bytes: &[u8]| decode_message::<PlayerPrivacy>(bytes, limit).expect_err("refused");
+    type Decoder<'a> = &'a dyn Fn(&[u8]) -> ValidationError;
+    let cases: [(Decoder<'_>, &[u8], ReasonCode, &str, &str); 5] = [
+        (
+            &job,
+            br#"{"conversation_id":"r1"}"#,
+            ReasonCode::InvalidUuid,
+            "conversation_id",
+            "conversation_id is not a UUID",
+        ),
+        (
+            &job,
+            br#"{"conversation_id":17}"#,
+            ReasonCode::InvalidUuid,
+            "conversation_id",
+            "must be a UUID string, got a number",
+        ),
+        (
+            &privacy,
+            br#"{"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32","allow_memory":"no","at":"2025-06-01T12:00:00Z"}"#,
+            ReasonCode::InvalidField,
+            "allow_memory",
+            "allow_memory: must be true or false, got a string",
+        ),
+        (
+            &privacy,
+            br#"{"player_id":"2d9a6c74-8b2a-4e9c-9f63-5b4c3e1a0d32","at":"2025-06-01T12:00:00Z"}"#,
+            ReasonCode::MissingField,
+            "allow_memory",
+            "allow_memory is required",
+        ),
+        (
+            &privacy,
+            br#"{"player_id":[],"allow_memory":true,"at":"2025-06-01T12:00:00Z"}"#,
+            ReasonCode::InvalidUuid,
+            "player_id",
+            "must be a UUID string, got an array",
+        ),
+    ];
+    for (decode, bytes, code, field, wording) in cases {
+        let error = decode(bytes);
+        assert_eq!((error.code, error.field.as_deref()), (code, Some(field)), "{error}");
+        assert!(error.message.contains(wording), "{:?} says {wording:?}", error.message);
+        assert!(
+            !error.message.contains("struct") && !error.message.contains("u32"),
+            "no Rust types: {}",
+            error.message
+        );
     }
 }
