@@ -9,6 +9,7 @@ mod enrich_errors;
 mod extract;
 mod extract_fidelity;
 mod extract_llm;
+mod front_door;
 mod gossip;
 mod ingest;
 mod ingest_faults;

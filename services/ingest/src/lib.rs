@@ -1,10 +1,12 @@
 //! The ingest service (DESIGN §5): consumes `conversation.ended`, validates and redacts
 //! it, skips players who opted out or were forgotten, records the ledger row and the
 //! working-memory summary, and queues `job.extract` through the outbox — one transaction
-//! per fetched batch. Also applies `world.player_privacy`.
+//! per fetched batch. Also applies `world.player_privacy`, and serves the HTTP front door
+//! (`POST /v1/conversations`, `POST /v1/world/{kind}`) for game servers without NATS.
 
 pub mod config;
 pub mod conversations;
+pub mod front_door;
 pub mod metrics;
 pub mod privacy;
 
@@ -60,8 +62,15 @@ pub async fn run(config: IngestConfig, shutdown: Shutdown) -> Result<(), Service
     let conversations_consumer = conversations.prepare().await?;
     let privacy_consumer = privacy.prepare().await?;
 
+    let front_door = front_door::routes(context.js.clone(), topology.clone(), config.limits());
     let support = context
-        .start_support(registry, DEFAULT_HTTP_ADDR, vec![conversations.spec.clone(), privacy.spec.clone()], &shutdown)
+        .start_support_with_routes(
+            registry,
+            DEFAULT_HTTP_ADDR,
+            vec![conversations.spec.clone(), privacy.spec.clone()],
+            &shutdown,
+            Some(front_door),
+        )
         .await?;
     tokio::join!(
         conversations.run(conversations_consumer, shutdown.subscribe()),
