@@ -285,6 +285,84 @@ npcmem_nats_info() {
 		printf "%s\n" "$line"' _ "$host" "$port" 2>/dev/null
 }
 
+# npcmem_nats_request URL SUBJECT PAYLOAD: one core NATS request over bash's
+# /dev/tcp, printing the reply's payload (single-line JSON from the JetStream API).
+# Lets up check JetStream before anything is built.
+npcmem_nats_request() {
+	local host port connect='{"verbose":false,"pedantic":false,"lang":"bash","version":"1"'
+	read -r host port <<<"$(npcmem_nats_hostport "$1")"
+	if [[ -n ${NPCMEM_NATS_USER:-} ]]; then
+		connect+=",\"user\":\"$NPCMEM_NATS_USER\",\"pass\":\"${NPCMEM_NATS_PASSWORD:-}\""
+	fi
+	connect+='}'
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	timeout 8 bash -c '
+		exec 3<>"/dev/tcp/$1/$2" || exit 1
+		IFS= read -r -t 3 line <&3 || exit 1
+		inbox="_INBOX.npcmem.$RANDOM$RANDOM"
+		printf "CONNECT %s\r\nSUB %s 1\r\nPUB %s %s %d\r\n%s\r\n" "$3" "$inbox" "$4" "$inbox" "${#5}" "$5" >&3
+		while IFS= read -r -t 6 line <&3; do
+			line=${line%$'"'"'\r'"'"'}
+			case $line in
+			PING) printf "PONG\r\n" >&3 ;;
+			MSG*)
+				IFS= read -r -t 6 payload <&3 || exit 1
+				printf "%s\n" "${payload%$'"'"'\r'"'"'}"
+				exit 0
+				;;
+			-ERR*) exit 1 ;;
+			esac
+		done
+		exit 1' _ "$host" "$port" "$connect" "$2" "$3" 2>/dev/null
+}
+
+# The streams of this world, and what each reserves (max_bytes) in JetStream.
+NPCMEM_STREAM_KINDS=(CONVERSATIONS JOBS EVENTS WORLD SIGNALS DLQ)
+npcmem_stream_bytes() {
+	case $1 in
+	CONVERSATIONS | JOBS) printf '%s' "${NPCMEM_WORK_QUEUE_MAX_BYTES:-1073741824}" ;;
+	*) printf '%s' "${NPCMEM_LIMITS_STREAM_MAX_BYTES:-1073741824}" ;;
+	esac
+}
+
+# npcmem_streams_missing URL: the names of this world's streams that do not exist yet.
+npcmem_streams_missing() {
+	local prefix=${NPCMEM_STREAM_PREFIX:-NPCMEM} kind reply
+	for kind in "${NPCMEM_STREAM_KINDS[@]}"; do
+		reply=$(npcmem_nats_request "$1" "\$JS.API.STREAM.INFO.${prefix}_$kind" '') || return 1
+		if [[ $reply == *'"code":404'* ]]; then printf '%s\n' "$kind"; fi
+	done
+}
+
+# npcmem_streams_fit URL KIND...: whether JetStream at URL has room for the streams of
+# the given kinds, found by creating (then deleting) one probe stream that reserves as
+# much as they would. Prints JetStream's refusal when it has not.
+npcmem_streams_fit() {
+	local url=$1 need=0 kind probe reply
+	shift
+	for kind in "$@"; do need=$((need + $(npcmem_stream_bytes "$kind"))); done
+	((need > 0)) || return 0
+	probe="NPCMEM_PREFLIGHT_$RANDOM$RANDOM"
+	reply=$(npcmem_nats_request "$url" "\$JS.API.STREAM.CREATE.$probe" \
+		"{\"name\":\"$probe\",\"subjects\":[\"_npcmem.preflight.$probe\"],\"storage\":\"file\",\"max_bytes\":$need,\"num_replicas\":1}") ||
+		return 0 # no answer: the services will say what is wrong
+	if [[ $reply == *'"error"'* ]]; then
+		printf '%s\n' "$reply" | sed -n 's/.*"description":"\([^"]*\)".*/\1/p'
+		return 1
+	fi
+	npcmem_nats_request "$url" "\$JS.API.STREAM.DELETE.$probe" '' >/dev/null || true
+	return 0
+}
+
+# npcmem_human_bytes N: "1.5 GiB" / "256 MiB".
+npcmem_human_bytes() {
+	if (($1 >= 1073741824)); then
+		awk -v b="$1" 'BEGIN { printf "%.1f GiB", b / 1073741824 }'
+	else
+		printf '%d MiB' $(($1 / 1048576))
+	fi
+}
+
 # npcmem_nats_usable URL: a NATS server with JetStream answers at URL.
 npcmem_nats_usable() {
 	local info

@@ -14,6 +14,7 @@ mod connect;
 mod consolidate;
 mod demo;
 mod dlq;
+pub mod env_file;
 mod error;
 pub mod extraction_set;
 mod factions;

@@ -4,8 +4,18 @@
 use clap::Parser;
 use npcmem_cli::{Cli, CliError};
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // Before any thread exists: the endpoints deploy/local/up chose, where no flag or
+    // variable says otherwise.
+    for (key, value) in npcmem_cli::env_file::endpoints() {
+        // SAFETY: single-threaded here; the runtime is built below.
+        unsafe { std::env::set_var(key, value) };
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    runtime.block_on(run())
+}
+
+async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format());
     let mut stdout = std::io::stdout().lock();
@@ -26,7 +36,10 @@ async fn main() -> std::process::ExitCode {
 fn init_logging(format: npcmem_service::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
         npcmem_service::LogFormat::Pretty => builder.try_init(),
         npcmem_service::LogFormat::Json => builder.json().flatten_event(true).try_init(),
