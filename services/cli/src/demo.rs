@@ -185,11 +185,16 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
             vec!["Open the gate or I'll cut your throat.", "...Go. Just go."],
         ),
     ];
+    writeln!(out, "\n=== The scene ===")?;
     for (what, npc, name, role, faction, lines) in &scene {
         let document = conversation(&cast, *npc, name, role, &[faction], lines);
         let id = document["conversation_id"].as_str().map(str::to_owned);
         publish(&bus, "conversation.ended", &document, id).await?;
-        writeln!(out, "{PLAYER_NAME} {what}")?;
+        writeln!(
+            out,
+            "- {PLAYER_NAME} {what}: {}",
+            lines.iter().map(|line| format!("\"{line}\"")).collect::<Vec<_>>().join(" / ")
+        )?;
     }
 
     // Wait until Brom remembers both scenes and has heard from Hale.
@@ -223,7 +228,8 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
 
     writeln!(out, "\n=== What Brom remembers ===")?;
     for memory in memories["memories"].as_array().into_iter().flatten() {
-        writeln!(out, "- {} [{}]", memory["content"].as_str().unwrap_or("?"), memory["tags"])?;
+        let tags: Vec<&str> = memory["tags"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        writeln!(out, "- {} ({})", memory["content"].as_str().unwrap_or("?"), tags.join(", "))?;
     }
     writeln!(out, "\n=== What Brom knows about {PLAYER_NAME} ===")?;
     for fact in knowledge["facts"].as_array().into_iter().flatten() {
@@ -239,9 +245,13 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
         let relationship =
             request(&bus, "query.relationship", &json!({"npc_id": npc, "player_id": cast.player})).await?;
         writeln!(out, "\n=== {name}'s relationship with {PLAYER_NAME} ===")?;
-        for dimension in ["stage", "trust", "friendliness", "respect", "loyalty", "fear", "interaction_count"] {
-            writeln!(out, "{dimension}: {}", relationship[dimension])?;
-        }
+        writeln!(out, "stage: {}", relationship["stage"].as_str().unwrap_or("?").replace('_', " "))?;
+        let values: Vec<String> = ["trust", "friendliness", "respect", "loyalty", "fear"]
+            .iter()
+            .map(|dimension| format!("{dimension} {:.2}", relationship[*dimension].as_f64().unwrap_or(0.0)))
+            .collect();
+        writeln!(out, "{}", values.join(", "))?;
+        writeln!(out, "conversations: {}", relationship["interaction_count"])?;
     }
     let after = prompt(&bus, &cast, "Do you remember me? I need another blade.").await?;
     print_prompt(out, "Brom's prompt after the scene", &after)?;
@@ -258,13 +268,19 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
         }
         received += 1;
         let npc = if signal["npc_id"] == json!(cast.blacksmith) { "Brom" } else { "Hale" };
-        let stage = signal["stage"].as_str().map(|stage| format!(", stage now {stage}")).unwrap_or_default();
+        let detail = match (signal["stage"].as_str(), signal["extra"]["faction"].as_str(), signal["faction"].as_str()) {
+            (_, Some(faction), _) | (_, _, Some(faction)) => {
+                let level = signal["extra"]["level"].as_f64().or(signal["level"].as_f64()).unwrap_or(0.0);
+                format!("{PLAYER_NAME}'s standing with {faction} crossed {level} (told by {npc})")
+            }
+            (Some(stage), _, _) => format!("{npc} now regards {PLAYER_NAME} as {}", stage.replace('_', " ")),
+            _ => format!("about {npc}"),
+        };
         writeln!(
             out,
-            "- {} {} for {npc}{stage} (on {})",
+            "- {} / {}: {detail}",
             signal["signal_type"].as_str().unwrap_or("?"),
-            signal["event_type"].as_str().unwrap_or(""),
-            message.subject
+            signal["event_type"].as_str().unwrap_or("-"),
         )?;
     }
     if received == 0 {

@@ -162,15 +162,16 @@ pub fn format_age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
 pub const MEMORY_HEADER: &str = "Your memories of this player:";
 pub const NO_MEMORIES: &str = "You have no specific memories of this player.";
 
-/// One line of the seed's memory section: icon, content, age and 1–4 stars.
+/// One line of the memory section: the content, its age and how much it matters, in
+/// plain words (the seed's icons and stars cost tokens and read as noise to a model).
 pub fn memory_line(memory: &ContextMemory, now: DateTime<Utc>) -> String {
-    let icon = match memory.memory_type {
-        MemoryType::Episodic => "📝",
-        MemoryType::Semantic => "💡",
-        MemoryType::Procedural => "🔄",
+    let weight = match (memory.importance.clamp(0.0, 1.0) * 3.0 + 1.0) as usize {
+        0 | 1 => "minor",
+        2 => "notable",
+        3 => "important",
+        _ => "unforgettable",
     };
-    let stars = "⭐".repeat((memory.importance.clamp(0.0, 1.0) * 3.0 + 1.0) as usize);
-    format!("{icon} {} ({}, {stars})", memory.content, format_age(memory.created_at, now))
+    format!("- {} ({}, {weight})", memory.content, format_age(memory.created_at, now))
 }
 
 /// Seed `_format_relationship`, with the attitude read from the dimensions that stand
@@ -488,6 +489,7 @@ pub fn render_prompt(template: Option<&str>, persona: &Persona, placeholders: &B
     let mut lookup: HashMap<&str, &str> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
     lookup.extend(placeholders.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     // One pass: text that came in through a value is never substituted again.
+    let is_default = template.is_none();
     let template = template.unwrap_or(DEFAULT_TEMPLATE);
     let mut text = String::with_capacity(template.len() * 2);
     let mut rest = template;
@@ -506,6 +508,12 @@ pub fn render_prompt(template: Option<&str>, persona: &Persona, placeholders: &B
         }
     }
     text.push_str(rest);
+    if is_default {
+        // An empty section (no memories yet) leaves no run of blank lines behind.
+        while text.contains("\n\n\n") {
+            text = text.replace("\n\n\n", "\n\n");
+        }
+    }
     text
 }
 

@@ -54,10 +54,10 @@ fn ages_read_naturally() {
 }
 
 #[test]
-fn memory_lines_follow_the_seed_format() {
+fn memory_lines_are_plain_words() {
     let now = Utc::now();
     let line = memory_line(&memory("Aria bought a sword.", &[], 0.7, 3, now), now);
-    assert_eq!(line, "📝 Aria bought a sword. (3 days ago, ⭐⭐⭐)");
+    assert_eq!(line, "- Aria bought a sword. (3 days ago, important)");
 }
 
 #[test]
