@@ -468,6 +468,11 @@ async fn malformed_ids_and_bad_files_are_bad_input_naming_the_argument() {
     let help = npcmem(&env, &["--help"]).await;
     help.assert_ok();
     assert!(help.stdout.contains("dlq"), "{}", help.stdout);
+    assert!(help.stdout.contains("--nats-url") && help.stdout.contains("--database-url"), "{}", help.stdout);
+    for service_only in ["--batch-size", "--outbox-poll-ms", "--max-deliver", "--http-addr", "--stream-replicas"] {
+        assert!(!help.stdout.contains(service_only), "{service_only} is the services' business: {}", help.stdout);
+    }
+    assert!(!help.stdout.contains("seed"), "no outside references: {}", help.stdout);
     env.cleanup().await;
 }
 

@@ -32,7 +32,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use npcmem_bus::Topology;
 use npcmem_service::CommonConfig;
 use uuid::Uuid;
@@ -115,7 +115,7 @@ enum Command {
         #[command(subcommand)]
         action: dlq::DlqCommand,
     },
-    /// Stop recording a player's conversations (seed open question 2).
+    /// Stop recording a player's conversations.
     OptOut {
         /// The player's id.
         player_id: Uuid,
@@ -160,6 +160,32 @@ enum Command {
     },
 }
 
+/// Settings of the shared service configuration that only the services use: accepted
+/// (one environment serves both) but left out of the CLI's help.
+const SERVICE_ONLY: &[&str] = &[
+    "http_addr",
+    "batch_size",
+    "consumer_concurrency",
+    "ack_wait_secs",
+    "max_deliver",
+    "max_ack_pending",
+    "retry_initial_ms",
+    "duplicate_window_secs",
+    "max_message_bytes",
+    "work_queue_max_bytes",
+    "limits_stream_max_bytes",
+    "stream_replicas",
+    "outbox_batch_size",
+    "outbox_poll_ms",
+    "startup_timeout_secs",
+    "database_max_connections",
+];
+
+/// The CLI's command line: [`Cli`] with the service-only settings hidden from `--help`.
+pub fn command() -> clap::Command {
+    SERVICE_ONLY.iter().fold(Cli::command(), |command, id| command.mut_arg(*id, |arg| arg.hide(true)))
+}
+
 /// Parses `args` (the program name first) and runs the command, writing its output to
 /// `out`. `--help` and `--version` are written to `out` and succeed.
 pub async fn run<I, T>(args: I, out: &mut dyn Write) -> Result<(), CliError>
@@ -167,7 +193,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = command().try_get_matches_from(args).and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(error) => {
             use clap::error::ErrorKind;

@@ -1,7 +1,6 @@
 //! `npcmem`: parses the command line, sets up logging, runs the command from the library,
 //! and exits with its code (docs/cli.md §Exit codes).
 
-use clap::Parser;
 use npcmem_cli::{Cli, CliError};
 
 fn main() -> std::process::ExitCode {
@@ -16,7 +15,10 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = npcmem_cli::command()
+        .try_get_matches()
+        .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches))
+        .unwrap_or_else(|error| error.exit());
     init_logging(cli.log_format());
     let mut stdout = std::io::stdout().lock();
     match npcmem_cli::execute(cli, &mut stdout).await {
