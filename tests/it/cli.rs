@@ -359,7 +359,7 @@ async fn inject_stores_a_locked_admin_memory_visible_through_inspect_without_an_
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0].1, "inject");
     assert_eq!(actions[0].2["memory_id"], memory["id"]);
-    // DESIGN §3: only extract emits event.memory.stored.
+    // only extract emits event.memory.stored.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(env.stream_messages(StreamKind::Events).await.is_empty());
 

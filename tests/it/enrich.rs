@@ -129,7 +129,7 @@ async fn a_hundred_important_memories_fit_max_tokens_keeping_the_best() {
         assert_eq!(s["token_count"].as_u64().unwrap() as usize, count_tokens(s["content"].as_str().unwrap()));
     }
     let memory = section(&reply, "memory").expect("a memory section");
-    // The other sections are empty: their shares flow to the memories (DESIGN §10).
+    // The other sections are empty: their shares flow to the memories.
     assert!(count_tokens(memory) > 250, "beyond the memory's own 25 % share: {}", count_tokens(memory));
     let kept = memory.lines().count() - 1;
     assert!((3..100).contains(&kept), "some memories kept, not all: {kept}");
@@ -397,7 +397,7 @@ async fn strangers_are_described_by_faction_standing_and_gossip_and_replicas_sha
     env.cleanup().await;
 }
 
-/// Degraded mode keeps cached contexts three times as long (seed §Degraded Mode).
+/// Degraded mode keeps cached contexts three times as long.
 #[tokio::test]
 async fn degraded_mode_keeps_cached_contexts_three_times_as_long() {
     let env = TestEnv::new().await;

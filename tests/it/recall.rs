@@ -1,4 +1,4 @@
-//! Recall (DESIGN §10): every turn a pair exchanged stays findable, dated by when it was
+//! Recall: every turn a pair exchanged stays findable, dated by when it was
 //! said, within the prompt budget; `query.recall` searches it for game logic.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Recall with an embedder (DESIGN §10): extract stores vectors of each conversation's
+//! Recall with an embedder: extract stores vectors of each conversation's
 //! turns, enrich fuses dense similarity with the lexical ranking, an embedder that fails
 //! or is slow leaves recall lexical and named in `degraded`, and `npcmem recall backfill`
 //! embeds history recorded before. The embedder is a real HTTP server on 127.0.0.1

@@ -455,7 +455,7 @@ async fn load_factions(env: &TestEnv, npcs: &[(Uuid, &[&str])]) {
     transaction.commit().await.unwrap();
 }
 
-/// Issue 20: two batches in flight both read smiths_guild at 0.0 and both announced the
+/// two batches in flight both read smiths_guild at 0.0 and both announced the
 /// fall below −0.25, with different signal ids. Three replicas, batches of 2 and every
 /// NPC of two factions threatening four players at once: each level is announced once
 /// per (faction, player) — exactly the crossings from 0 to the final reputation — and
@@ -539,7 +539,7 @@ async fn three_replicas_in_flight_on_shared_factions_announce_each_reputation_cr
     env.cleanup().await;
 }
 
-/// The race of issue 20 held open: two transactions each sour one smith's relationship
+/// The race of two batches held open: two transactions each sour one smith's relationship
 /// with the player and recompute the guild's reputation. The second waits for the
 /// first's reputation lock, then reads what it wrote, so only the first sees the fall
 /// below −0.25 (before, both read "no reputation yet" and both announced it).

@@ -1,5 +1,4 @@
-//! `npcmem audit`: flagged memories with the content filter's reasons (seed §Flagged
-//! Memory Audit), and `--review ID` to mark one reviewed.
+//! `npcmem audit`: flagged memories with the content filter's reasons, and `--review ID` to mark one reviewed.
 
 use std::io::Write;
 

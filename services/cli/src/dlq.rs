@@ -1,4 +1,4 @@
-//! `npcmem dlq`: the dead letters on `P.dlq.>` (stream `<STREAM_PREFIX>_DLQ`, DESIGN §3).
+//! `npcmem dlq`: the dead letters on `P.dlq.>` (stream `<STREAM_PREFIX>_DLQ`).
 //! `replay` republishes a letter's body to its original subject with a new `Nats-Msg-Id`
 //! (the original may still sit in the dedup window) and the original headers, then
 //! deletes the letter; replays and purges are recorded in admin_actions.

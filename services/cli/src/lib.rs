@@ -1,4 +1,4 @@
-//! `npcmem`: the operator's command (DESIGN §5, docs/cli.md): inspect, clear, inject,
+//! `npcmem`: the operator's command (docs/cli.md): inspect, clear, inject,
 //! audit, stats, lock/unlock, privacy (opt-out, forget-player), export/import, dead
 //! letters, factions, maintenance jobs, the demo and benchmarks.
 //!
@@ -259,7 +259,7 @@ impl Context {
         connect::bus(&self.common, self.options.connect_timeout()).await
     }
 
-    /// Tells every enricher to drop the cached pairs (DESIGN §3: core NATS, after the
+    /// Tells every enricher to drop the cached pairs (core NATS, after the
     /// commit, best effort — the cache TTL is the safety net, so an unreachable NATS
     /// only earns a warning).
     pub async fn invalidate_caches(&self, messages: &[npcmem_core::wire::CacheInvalidate]) {

@@ -150,7 +150,7 @@ pub async fn inject(context: &Context, args: InjectArgs, out: &mut dyn Write) ->
         return Err(CliError::BadInput(format!("--importance must be within 0.0 and 1.0 (got {})", args.importance)));
     }
     let tags = validated_tags(&args.tags)?;
-    // DESIGN §4: real-world PII never reaches the database, whoever writes it.
+    // real-world PII never reaches the database, whoever writes it.
     let redacted = PiiRedactor::shared().redact(content);
     let safety_flag = if redacted != content { SafetyFlag::Redacted } else { SafetyFlag::Clean };
     let now = Utc::now();
@@ -193,7 +193,7 @@ pub async fn inject(context: &Context, args: InjectArgs, out: &mut dyn Write) ->
     });
     admin::record_action(&mut transaction, &actor, "inject", &details).await?;
     transaction.commit().await?;
-    // No event.memory.stored: only extract emits it (DESIGN §3), so an admin memory
+    // No event.memory.stored: only extract emits it, so an admin memory
     // never re-applies relationship deltas.
     context.invalidate_caches(&[CacheInvalidate { npc_id: Some(args.npc), player_id: Some(args.player) }]).await;
     writeln!(

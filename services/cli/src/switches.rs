@@ -1,4 +1,4 @@
-//! `npcmem switch list|set`: the runtime switches (DESIGN §3) — degraded mode, gossip and
+//! `npcmem switch list|set`: the runtime switches — degraded mode, gossip and
 //! consolidation on/off — kept in `runtime_switches`. A change is logged in
 //! `admin_actions` and announced on `P.control.changed`, so services re-read the table at
 //! once instead of at their next timed read.

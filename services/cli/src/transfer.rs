@@ -1,4 +1,4 @@
-//! `npcmem export` / `npcmem import` (seed open question 3): whole NPCs or the whole world
+//! `npcmem export` / `npcmem import`: whole NPCs or the whole world
 //! as JSON lines. The first line is a header (format version, scope, row counts per
 //! table); each further line is one row, `{"table":"memories","row":{…}}`, in the column
 //! form Postgres gives (`to_jsonb`), so an import reproduces it exactly. Import is

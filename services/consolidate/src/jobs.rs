@@ -48,7 +48,7 @@ pub struct JobContext {
     pub topology: Topology,
     pub decay_batch_pages: i64,
     pub slices: u32,
-    /// Turns kept per pair for recall (DESIGN §10 cap); older transcripts are blanked.
+    /// Turns kept per pair for recall; older transcripts are blanked.
     pub recall_max_turns: i64,
 }
 
@@ -65,7 +65,7 @@ impl JobContext {
         Ok(outcome)
     }
 
-    /// Decay (seed §Memory Growth Bounds): the caps per type and NPC-id slice, then the
+    /// Decay: the caps per type and NPC-id slice, then the
     /// salience at `now` of every unlocked memory left, a slice of heap pages per statement;
     /// then the recall cap on each pair's transcripts.
     pub async fn decay(&self, now: DateTime<Utc>) -> Result<serde_json::Value, StoreError> {

@@ -1,4 +1,4 @@
-//! The consolidate service (DESIGN §5): scheduled decay (salience and growth caps),
+//! The consolidate service: scheduled decay (salience and growth caps),
 //! consolidation of old episodic clusters into semantic memories (fanned out on
 //! `P.job.consolidate` and worked by every replica) and procedural reinforcement, each
 //! job run by one replica per schedule tick.

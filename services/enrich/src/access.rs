@@ -1,5 +1,5 @@
 //! Access counts of memories that went into prompts, written back in batches off the
-//! request path (DESIGN §9: only memories that reached a prompt count as accessed).
+//! request path (only memories that reached a prompt count as accessed).
 
 use std::collections::HashMap;
 use std::time::Duration;

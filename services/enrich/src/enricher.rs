@@ -136,7 +136,7 @@ impl Enricher {
         }
     }
 
-    /// The sections within `pool` tokens in all (DESIGN §10: shares a section leaves
+    /// The sections within `pool` tokens in all (shares a section leaves
     /// unused flow to the sections that still have content), in prompt order, and the
     /// ids of the memories shown.
     fn pack(

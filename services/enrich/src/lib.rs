@@ -1,4 +1,4 @@
-//! The enrich service (DESIGN §5): prompt context for an NPC's next line on core NATS
+//! The enrich service: prompt context for an NPC's next line on core NATS
 //! request/reply (`P.enrich.request`, queue group `enrich`) and `POST /v1/context`, and
 //! the structured query API (`P.query.relationship`, `P.query.memories`,
 //! `P.query.knowledge`, `P.query.recall`). Pair data is cached (moka) and dropped on `P.cache.invalidate`.
@@ -136,7 +136,7 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
 }
 
 /// How long a pair's context stays cached: `ttl`, three times that in degraded mode
-/// (seed §Degraded Mode: less load on Postgres). Writers invalidate entries sooner.
+/// (less load on Postgres). Writers invalidate entries sooner.
 struct ContextTtl {
     ttl: Duration,
     switches: tokio::sync::watch::Receiver<npcmem_store::switches::Switches>,

@@ -1,6 +1,6 @@
-//! The structured query API (DESIGN §9, seed MemoryQueryAPI) for game systems that need
+//! The structured query API (seed MemoryQueryAPI) for game systems that need
 //! numbers, not prose: `P.query.relationship`, `P.query.memories`, `P.query.knowledge`,
-//! and `P.query.recall` (search one pair's past by text, DESIGN §10).
+//! and `P.query.recall` (search one pair's past by text).
 
 use chrono::{DateTime, Utc};
 use npcmem_core::memory::MemoryType;

@@ -1,4 +1,4 @@
-//! This replica's side of the shared LLM budgets (DESIGN §4): a lease on the global day
+//! This replica's side of the shared LLM budgets: a lease on the global day
 //! budget spent locally, per-NPC reservations and the extraction rate in the claim
 //! transaction, and settlement with what the provider reported.
 

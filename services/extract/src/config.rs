@@ -24,7 +24,7 @@ pub struct ExtractConfig {
     pub embed: EmbedArgs,
 }
 
-/// DESIGN §6 budgets; the defaults and why they differ from the seed's are explained there.
+/// Budgets; the defaults are explained in docs/operations.md.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BudgetArgs {
     /// false: no LLM calls for memories at all; every conversation goes to the rules extractor.

@@ -1,4 +1,4 @@
-//! The extract service (DESIGN §5): consumes `job.extract`, claims the conversation on
+//! The extract service: consumes `job.extract`, claims the conversation on
 //! its ledger row, extracts memories (an LLM within the shared budgets, or the offline
 //! rules extractor), passes
 //! them through the content-safety filter, and stores them within the growth caps
@@ -24,7 +24,7 @@ pub use config::ExtractConfig;
 
 /// Used when `NPCMEM_HTTP_ADDR` is not set.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9302";
-/// Durable consumer name (DESIGN §3); replicas share it.
+/// Durable consumer name; replicas share it.
 pub const CONSUMER_EXTRACT: &str = "extract";
 
 /// The `npcmem-extract` binary: parse flags and environment, run until SIGTERM/SIGINT.

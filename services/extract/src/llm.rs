@@ -1,4 +1,4 @@
-//! LLM extraction (seed §Memory Extraction): one call per conversation through the
+//! LLM extraction: one call per conversation through the
 //! circuit breaker, paid from the shared budgets, with a reason whenever the rules
 //! extractor has to stand in.
 

@@ -1,6 +1,6 @@
-//! The gossip service (DESIGN §5): owns knowledge. Learns facts from memories and the
+//! The gossip service: owns knowledge. Learns facts from memories and the
 //! world, tracks where NPCs are, and each tick lets co-located NPCs pass on what they
-//! know (seed §Knowledge Graph & Gossip Subsystem), emitting `event.knowledge.learned`,
+//! know, emitting `event.knowledge.learned`,
 //! `signal.secret_learned` and `cache.invalidate`.
 
 pub mod learn;

@@ -390,7 +390,7 @@ impl Ticker {
         Ok(())
     }
 
-    /// Gossip and degraded mode are runtime switches (DESIGN §3), read when
+    /// Gossip and degraded mode are runtime switches, read when
     /// `P.control.changed` says one changed and at least every [`SWITCHES_AT_LEAST_EVERY`].
     async fn gossip_enabled(&mut self) -> Result<bool, StoreError> {
         let announced = self.switches.as_ref().is_some_and(|watch| watch.changed.swap(false, Ordering::AcqRel));

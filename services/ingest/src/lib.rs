@@ -1,4 +1,4 @@
-//! The ingest service (DESIGN §5): consumes `conversation.ended`, validates and redacts
+//! The ingest service: consumes `conversation.ended`, validates and redacts
 //! it, skips players who opted out or were forgotten, records the ledger row and the
 //! working-memory summary, and queues `job.extract` through the outbox — one transaction
 //! per fetched batch. Also applies `world.player_privacy`, and serves the HTTP front door
@@ -19,7 +19,7 @@ pub use config::IngestConfig;
 /// Used when `NPCMEM_HTTP_ADDR` is not set.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9301";
 
-/// Durable consumer names (DESIGN §3).
+/// Durable consumer names.
 pub const CONSUMER_CONVERSATIONS: &str = "ingest";
 pub const CONSUMER_PRIVACY: &str = "ingest-privacy";
 

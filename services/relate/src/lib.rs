@@ -1,5 +1,5 @@
-//! The relate service (DESIGN §5): consumes `event.memory.stored`, creates missing
-//! relationships from the DESIGN §9 initial values and faction attitudes, applies each
+//! The relate service: consumes `event.memory.stored`, creates missing
+//! relationships from the initial values and faction attitudes, applies each
 //! conversation's deltas exactly once with optimistic concurrency, recomputes stage,
 //! disposition and faction reputation, and emits `signal.relationship_changed`,
 //! `signal.memory_milestone`, `signal.faction_reputation_shift` and
@@ -19,7 +19,7 @@ pub use config::RelateConfig;
 
 /// Used when `NPCMEM_HTTP_ADDR` is not set.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9303";
-/// Durable consumer name (DESIGN §3); replicas share it.
+/// Durable consumer name; replicas share it.
 pub const CONSUMER_RELATE: &str = "relate";
 
 /// The `npcmem-relate` binary: parse flags and environment, run until SIGTERM/SIGINT.

@@ -1,4 +1,4 @@
-//! Dead letters in the DESIGN §3 format: the original bytes with real-world PII replaced
+//! Dead letters in the format of docs/wire-protocol.md §8: the original bytes with real-world PII replaced
 //! in place, metadata in `Npcmem-Dlq-*` headers, the original headers as `Npcmem-Orig-*`.
 
 use async_nats::HeaderMap;

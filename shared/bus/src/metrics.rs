@@ -1,4 +1,4 @@
-//! Bus metrics (DESIGN §3): per-consumer outcomes and pending counts, outbox depth and the
+//! Bus metrics: per-consumer outcomes and pending counts, outbox depth and the
 //! age of its oldest row, and DLQ depth. Gauges that need a round trip are refreshed by
 //! [`sample_loop`] on a timer rather than on every scrape.
 

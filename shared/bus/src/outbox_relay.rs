@@ -1,4 +1,4 @@
-//! The outbox relay (DESIGN §3): claims committed outbox rows in id order with
+//! The outbox relay: claims committed outbox rows in id order with
 //! `FOR UPDATE SKIP LOCKED`, publishes them with a window of outstanding PubAcks, and
 //! deletes the acknowledged ones in the same transaction. Woken by LISTEN/NOTIFY, with a
 //! poll as the safety net. A NATS outage leaves the rows in place; they go out once it is

@@ -30,7 +30,7 @@ pub async fn publish_with_id(
     Ok(ack.duplicate)
 }
 
-/// DESIGN §3: `cache.invalidate` is core NATS, published after the commit that made the
+/// `cache.invalidate` is core NATS, published after the commit that made the
 /// change, best effort — the enricher's cache TTL is the safety net, so a failed publish
 /// is only logged.
 pub async fn invalidate_caches(

@@ -1,4 +1,4 @@
-//! Every subject, stream and durable name of DESIGN §3, built from the two prefixes, and
+//! Every subject, stream and durable name of docs/wire-protocol.md §2, built from the two prefixes, and
 //! the idempotent set-up every service runs at start (so start order never matters).
 
 use std::time::Duration;
@@ -14,7 +14,7 @@ const GIB: i64 = 1024 * 1024 * 1024;
 pub const UNLIMITED_DELIVERIES: i64 = -1;
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// The six streams of DESIGN §3.
+/// The six streams (docs/wire-protocol.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     Conversations,
@@ -47,7 +47,7 @@ impl StreamKind {
     }
 }
 
-/// Limits and consumer defaults (DESIGN §3), all configurable.
+/// Limits and consumer defaults, all configurable.
 #[derive(Debug, Clone)]
 pub struct TopologySettings {
     pub max_message_bytes: i32,
@@ -253,7 +253,7 @@ impl Topology {
             // The loop dead-letters from delivery `max_deliver` on; the server itself never
             // gives up, so a last attempt lost to a crash, an ack timeout or a failed
             // dead-letter publish is delivered again instead of being stranded in a
-            // work-queue stream (DESIGN §3: it stays until it can be dead-lettered).
+            // work-queue stream (it stays until it can be dead-lettered).
             max_deliver: UNLIMITED_DELIVERIES,
             max_ack_pending: spec.max_ack_pending,
             ..Default::default()

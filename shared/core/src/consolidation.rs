@@ -1,4 +1,4 @@
-//! Consolidation rules (seed §Memory Consolidation, §Memory Growth Bounds): job
+//! Consolidation rules: job
 //! schedules, tag clusters of old episodic memories, the seed's consolidation prompt and
 //! its reply, the rules summariser used without an LLM (or when its budget or breaker
 //! says so), and procedural patterns.

@@ -1,5 +1,4 @@
-//! Prompt context (seed §AI Integration, §Memory Context Formatting, §Token Management;
-//! DESIGN §9 relevance and reputation): ranking memories for the current message,
+//! Prompt context: ranking memories for the current message,
 //! formatting them with ages, the relationship summary and `{reputation}`, the budget
 //! split between providers, and the default system prompt.
 
@@ -114,7 +113,7 @@ impl RelevanceIndex {
     }
 }
 
-/// DESIGN §9 ranking: locked memories first, then salience × (0.5 + 0.5 · relevance),
+/// Ranking: locked memories first, then salience × (0.5 + 0.5 · relevance),
 /// best first (ties: newer first).
 pub fn rank<'a>(memories: &'a [ContextMemory], message: Option<&str>, now: DateTime<Utc>) -> Vec<&'a ContextMemory> {
     rank_indexed(memories, &RelevanceIndex::build(memories), message, now)
@@ -310,7 +309,7 @@ fn title_case(text: &str) -> String {
 
 pub const STRANGER: &str = "stranger (no prior interaction)";
 
-/// `{reputation}` (DESIGN §9): the stage plus descriptors; for a stranger, the player's
+/// `{reputation}`: the stage plus descriptors; for a stranger, the player's
 /// standing with the NPC's factions and what the NPC heard about them, if anything.
 pub fn reputation(relationship: Option<&Relationship>, faction_standing: &[(String, f64)], heard: &[String]) -> String {
     if let Some(relationship) = relationship.filter(|r| r.stage != Stage::Stranger) {

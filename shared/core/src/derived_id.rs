@@ -124,7 +124,7 @@ impl Name {
         self
     }
 
-    /// Levels in thousandths: values are compared rounded to 3 decimals (DESIGN §9), so
+    /// Levels in thousandths: values are compared rounded to 3 decimals, so
     /// `0.2` and `0.2000001` written in two rules files are the same level.
     fn level(&mut self, level: f64) -> &mut Self {
         self.integer((level * 1000.0).round() as i64)

@@ -1,5 +1,4 @@
-//! Gossip rules (seed §Knowledge Graph & Gossip Subsystem, `GossipSystem`): which fact a
-//! speaker shares with a listener, what the listener's copy looks like, and the queue of
+//! Gossip rules: which fact a speaker shares with a listener, what the listener's copy looks like, and the queue of
 //! co-located speaker → listener pairs that keeps a tick's cost proportional to its
 //! budget. Pure: the gossip service owns the state and the storage.
 
@@ -117,7 +116,7 @@ pub fn select<'a>(
         })
 }
 
-/// The listener's copy: same content and origin, confidence − 0.1 (rounded, DESIGN §9),
+/// The listener's copy: same content and origin, confidence − 0.1 (rounded),
 /// one more hop, the speaker appended to the provenance.
 pub fn propagate(fact: &HeldFact, speaker: Uuid, listener: Uuid, new_id: Uuid) -> HeldFact {
     let mut provenance = fact.provenance.clone();

@@ -1,6 +1,6 @@
 //! Domain types and pure rules of npcmem, shared by every service.
 //!
-//! - [`wire`]: serde types of every message on the bus (DESIGN §3).
+//! - [`wire`]: serde types of every message on the bus.
 //! - [`derived_id`]: ids of derived signals and events, from what happened.
 //! - [`validate`]: decoding of inbound bytes with dead-letter reason codes.
 //! - [`redact`]: real-world PII redaction of text and raw bytes.

@@ -1,7 +1,7 @@
 //! The memory model: memory kinds, safety flags, salience and growth caps.
 //!
-//! Rules come from seed §Memory Types (BaseMemory, `compute_salience`), §Memory Growth
-//! Bounds (caps) and DESIGN §9 (emotional weighting of recency, rounding to 3 decimals).
+//! Rules: salience (`compute_salience`), the growth caps, the emotional weighting of
+//! recency and rounding to 3 decimals.
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,8 +9,8 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The three memory kinds of seed §Memory Types, stored in one table with this
-/// discriminator (seed §Memory Storage).
+/// The three memory kinds, stored in one table with this
+/// discriminator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryType {
@@ -40,7 +40,7 @@ impl MemoryType {
     }
 }
 
-/// Whether a memory passed the content filter (seed §Content Injection Prevention).
+/// Whether a memory passed the content filter.
 /// The filter flags instead of lowering importance, so flagged memories stay auditable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -127,7 +127,7 @@ string_enum_traits!(EmotionalValence, "emotional valence");
 pub struct SalienceInputs {
     /// 0.0–1.0; values outside are clamped.
     pub importance: f64,
-    /// Salience ages from the last time the memory went into a prompt (DESIGN §9).
+    /// Salience ages from the last time the memory went into a prompt.
     pub last_accessed: DateTime<Utc>,
     pub access_count: i64,
     /// Quest- or faction-locked memories never decay.
@@ -138,7 +138,7 @@ pub struct SalienceInputs {
 
 /// Recency time constant of seed `compute_salience`, in days.
 pub const RECENCY_DAYS: f64 = 30.0;
-/// DESIGN §9: full emotional intensity lengthens the recency time constant by 10 %.
+/// full emotional intensity lengthens the recency time constant by 10 %.
 pub const EMOTIONAL_RECENCY_WEIGHT: f64 = 0.1;
 /// Seed `compute_salience`: `1 + ln(1 + access_count) · 0.1`, capped at 1.5.
 pub const ACCESS_BOOST_FACTOR: f64 = 0.1;
@@ -146,8 +146,8 @@ pub const ACCESS_BOOST_CAP: f64 = 1.5;
 
 const SECONDS_PER_DAY: f64 = 86_400.0;
 
-/// Unified salience for ranking memories of every type (seed §BaseMemory
-/// `compute_salience`, plus the emotional weighting of DESIGN §9):
+/// Unified salience for ranking memories of every type (plus the emotional weighting
+/// of recency):
 ///
 /// `min(importance × exp(−age_days / (30 · (1 + 0.1 · intensity))) × access_boost, 1)`
 ///
@@ -187,8 +187,7 @@ pub fn clamp_unit(value: f64) -> f64 {
     if value.is_nan() { 0.0 } else { value.clamp(0.0, 1.0) }
 }
 
-/// Rounds to 3 decimals, as confidences and relationship dimensions are stored
-/// (DESIGN §9), so that thresholds compare on the rounded value: `round3(0.3 - 0.1)` is
+/// Rounds to 3 decimals, as confidences and relationship dimensions are stored, so that thresholds compare on the rounded value: `round3(0.3 - 0.1)` is
 /// exactly `0.2`, not `0.19999999999999998`. Halves round away from zero. Non-finite
 /// values pass through unchanged and `-0.0` becomes `0.0`.
 pub fn round3(value: f64) -> f64 {
@@ -202,7 +201,7 @@ pub fn round3(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0 + 0.0
 }
 
-/// Hard per-pair caps of seed §Memory Growth Bounds.
+/// Hard per-pair caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryCaps {
     /// Evicted lowest salience first, locked memories exempt.

@@ -1,4 +1,4 @@
-//! Recall over the verbatim episodic store (DESIGN §10): every redacted turn a pair ever
+//! Recall over the verbatim episodic store: every redacted turn a pair ever
 //! exchanged, ranked for the current message and packed into the prompt as dated,
 //! speaker-attributed lines.
 //!

@@ -1,4 +1,4 @@
-//! Working-memory summaries (seed §Working Memory Buffer): the one-paragraph note that
+//! Working-memory summaries: the one-paragraph note that
 //! ingest stores per conversation so the very next enrich call can mention it, before
 //! extraction has produced long-term memories.
 

@@ -1,4 +1,4 @@
-//! Serde types for every message of DESIGN §3, game-facing and internal.
+//! Serde types for every message of docs/wire-protocol.md, game-facing and internal.
 //!
 //! Forward compatibility: unknown fields are ignored everywhere (no
 //! `deny_unknown_fields`), and a missing `schema_version` on an inbound message means 1.
@@ -17,7 +17,7 @@ pub use crate::memory::{EmotionalValence, MemoryType, SafetyFlag};
 /// The only payload version this code reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Serde default for `schema_version`: a message without one is version 1 (DESIGN §3).
+/// Serde default for `schema_version`: a message without one is version 1.
 pub fn schema_v1() -> u32 {
     SCHEMA_VERSION
 }
@@ -383,13 +383,13 @@ pub struct NpcProfile {
     pub drives: Option<Drives>,
     #[serde(default)]
     pub mood: Option<Mood>,
-    /// When the game produced the profile; factions from the latest timestamp win
-    /// (DESIGN §9). `None` means when the stream stored the message.
+    /// When the game produced the profile; factions from the latest timestamp win.
+    /// `None` means when the stream stored the message.
     #[serde(default)]
     pub at: Option<DateTime<Utc>>,
 }
 
-/// Gossip motivations of seed §GossipSystem, each in [0, 1].
+/// Gossip motivations, each in [0, 1].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Drives {
     #[serde(default = "half")]
@@ -532,7 +532,7 @@ pub struct EnrichReply {
     pub elapsed_us: u64,
 }
 
-/// One context provider's contribution (seed §ContextProvider Protocol).
+/// One context provider's contribution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextSection {
     /// `relationship`, `working_memory`, `memory`, `knowledge`, …

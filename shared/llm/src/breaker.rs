@@ -1,4 +1,4 @@
-//! The circuit breaker in front of a provider (DESIGN §5): after `failure_threshold`
+//! The circuit breaker in front of a provider: after `failure_threshold`
 //! consecutive failed calls it opens and refuses calls with [`LlmError::CircuitOpen`] —
 //! the caller falls back to the rules extractor at once instead of waiting out timeouts —
 //! until `cool_down` has passed; then it lets one probe through, which closes it on

@@ -1,5 +1,4 @@
-//! Chat-completion clients for the LLM paths of npcmem (extraction, consolidation,
-//! DESIGN §5): an OpenAI-compatible client (OpenAI, vLLM, llama.cpp server, Ollama,
+//! Chat-completion clients for the LLM paths of npcmem (extraction, consolidation): an OpenAI-compatible client (OpenAI, vLLM, llama.cpp server, Ollama,
 //! LM Studio) and an Anthropic client behind one [`LlmProvider`] trait, both retrying
 //! 429/5xx/timeouts with backoff that honours `Retry-After`, and a [`CircuitBreaker`]
 //! with Prometheus metrics to put in front of them.

@@ -1,4 +1,4 @@
-//! Settings every service shares (DESIGN §6). Each appears in `--help` with its variable.
+//! Settings every service shares. Each appears in `--help` with its variable.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `/healthz` and `/readyz` (DESIGN §6, seed §Degraded Mode): healthy when the store and
+//! `/healthz` and `/readyz`: healthy when the store and
 //! NATS answer; degraded when NATS is down or the outbox is backing up (the service still
 //! commits work, its messages wait); unhealthy when the store is down.
 

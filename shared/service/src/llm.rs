@@ -1,4 +1,4 @@
-//! The LLM settings every LLM-using service shares (DESIGN §6): provider, endpoint,
+//! The LLM settings every LLM-using service shares: provider, endpoint,
 //! key, model, timeout, retries and the circuit breaker.
 
 use std::time::Duration;
@@ -7,10 +7,10 @@ use npcmem_llm::{AnthropicConfig, BreakerSettings, ClientConfig, LlmClient, Open
 
 use crate::ServiceError;
 
-/// Which model does the LLM work (DESIGN §6 `NPCMEM_LLM_PROVIDER`); `rules` means none.
+/// Which model does the LLM work; `rules` means none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LlmProvider {
-    /// The offline rule-based extractor (seed §Fallback Strategies): no network, no budget.
+    /// The offline rule-based extractor: no network, no budget.
     Rules,
     /// Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp server,
     /// Ollama, LM Studio); `NPCMEM_LLM_BASE_URL` includes the version (`…/v1`).

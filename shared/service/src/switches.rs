@@ -1,4 +1,4 @@
-//! The runtime switches (DESIGN §3) as a long-running service follows them: read at start,
+//! The runtime switches as a long-running service follows them: read at start,
 //! again whenever `P.control.changed` says one changed, and at least every `every` (the
 //! announcement is best effort).
 

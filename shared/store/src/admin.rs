@@ -1,4 +1,4 @@
-//! Changes operators make through the `npcmem` CLI (seed §Admin Oversight Tools), and the
+//! Changes operators make through the `npcmem` CLI, and the
 //! `admin_actions` log that records who made each one (migration 0010). Callers write the
 //! change and its log row in one transaction, so a change is never left unrecorded.
 
@@ -57,7 +57,7 @@ pub async fn recent_actions(
 }
 
 /// A memory an operator writes by hand (`npcmem inject`). Admin memories may reach
-/// importance 1.0 (DESIGN §9) and are locked unless the operator says otherwise (seed
+/// importance 1.0 and are locked unless the operator says otherwise (seed
 /// §Memory Growth Bounds: memories made by admin commands set locked).
 #[derive(Debug, Clone)]
 pub struct AdminMemory {
@@ -160,7 +160,7 @@ pub struct LockChange {
 }
 
 /// Sets `memories.locked`; None when no memory has that id. Locked memories never decay
-/// and are never evicted (seed §Memory Growth Bounds).
+/// and are never evicted.
 pub async fn set_locked(
     connection: &mut PgConnection,
     memory_id: Uuid,

@@ -1,4 +1,4 @@
-//! The flagged-memory audit trail for operators (seed §Flagged Memory Audit): listing
+//! The flagged-memory audit trail for operators: listing
 //! flagged memories with their reasons and marking them reviewed. Extract writes the rows
 //! ([`crate::memories::record_audit`]).
 

@@ -1,4 +1,4 @@
-//! Shared LLM budgets (DESIGN §4, table `token_budget_usage` and `request_rate`).
+//! Shared LLM budgets (table `token_budget_usage` and `request_rate`).
 //!
 //! Every statement here is one atomic check-and-add on a locked row, so two replicas
 //! racing for the last tokens cannot both win: `reserved` never passes the limit the

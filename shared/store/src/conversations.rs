@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::error::StoreResult;
 
-/// Ledger states (DESIGN §4). `skipped` rows record that a conversation arrived for a
+/// Ledger states. `skipped` rows record that a conversation arrived for a
 /// player who opted out or was forgotten; they keep no transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -58,7 +58,7 @@ pub struct NewConversation {
 }
 
 /// Inserts the rows that are new and returns the ids of exactly those; a conversation
-/// already in the ledger is left untouched (the dedup, DESIGN §4).
+/// already in the ledger is left untouched (the dedup).
 pub async fn insert_batch(connection: &mut PgConnection, rows: &[NewConversation]) -> StoreResult<Vec<Uuid>> {
     if rows.is_empty() {
         return Ok(Vec::new());

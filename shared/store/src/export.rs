@@ -1,4 +1,4 @@
-//! Export and import of whole NPCs or the whole world (seed open question 3) as rows of
+//! Export and import of whole NPCs or the whole world as rows of
 //! the tables that hold game state, each row as Postgres' own `to_jsonb` of it, so an
 //! import reproduces the row exactly (`jsonb_populate_recordset` on the same table type).
 //! Operational tables (outbox, budgets, rate counters, job runs, admin actions, switches)

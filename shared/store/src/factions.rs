@@ -1,4 +1,4 @@
-//! Faction membership as game servers report it (DESIGN §9: latest timestamp wins).
+//! Faction membership as game servers report it (latest timestamp wins).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

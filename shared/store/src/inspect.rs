@@ -100,7 +100,7 @@ pub struct WorkingMemoryView {
     pub ended_at: DateTime<Utc>,
 }
 
-/// The working-memory summaries (seed §Working Memory Buffer), newest first.
+/// The working-memory summaries, newest first.
 pub async fn working_memory(
     connection: &mut PgConnection,
     npc_id: Uuid,

@@ -546,7 +546,7 @@ pub struct ForgottenFact {
 /// One round trip: five statements in one simple query, the horizon first, so each later
 /// statement's snapshot sees every transaction that was open when the horizon was read.
 /// The gossip leader runs it beside a tick's commit: one round trip took 1.9 ms there
-/// against 2.4 ms for four prepared ones (means, bench gossip, issue 6, before the deletion
+/// against 2.4 ms for four prepared ones (means, bench gossip, before the deletion
 /// log was added as the fifth; the tick itself
 /// did not change beyond noise). Simple queries are planned each time and take no
 /// parameters: the horizon reads `pg_stat_get_activity` (what the `pg_stat_activity`

@@ -1,4 +1,4 @@
-//! The consolidate service's SQL (issue 7): salience decay and cap pruning as set-based
+//! The consolidate service's SQL: salience decay and cap pruning as set-based
 //! statements over slices of the table, consolidation of episodic clusters, procedural
 //! reinforcement, and the job-run ledger with its leader lock.
 

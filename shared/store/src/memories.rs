@@ -1,4 +1,4 @@
-//! Memories (seed §Memory Storage) with the growth caps of seed §Memory Growth Bounds
+//! Memories with the growth caps
 //! enforced on insert, and the audit trail of flagged memories.
 
 use chrono::{DateTime, Utc};
@@ -119,7 +119,7 @@ pub async fn enforce_caps(
     if pairs.is_empty() {
         return Ok(0);
     }
-    // The eviction key per type (seed §Memory Growth Bounds); only these fixed strings
+    // The eviction key per type; only these fixed strings
     // ever reach the statement.
     let eviction_order = match memory_type {
         MemoryType::Episodic => "salience ASC",
@@ -151,7 +151,7 @@ pub async fn enforce_caps(
     Ok(result.rows_affected())
 }
 
-/// One flagged memory for admin review (seed §Flagged Memory Audit).
+/// One flagged memory for admin review.
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
     pub memory_id: Uuid,

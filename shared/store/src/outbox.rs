@@ -1,4 +1,4 @@
-//! The transactional outbox (DESIGN §3): derived messages are written in the same
+//! The transactional outbox: derived messages are written in the same
 //! transaction as the state change that caused them, and the relay publishes them.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The verbatim episodic store (DESIGN §10): every redacted turn a pair exchanged, read
+//! The verbatim episodic store: every redacted turn a pair exchanged, read
 //! from the ledger's transcripts. Ingest already writes each transcript once; indexing it
 //! where it lies costs the write path nothing (a separate turns table written in
 //! ingest's batch made that batch 3.6× slower, docs/benchmarks.md). Forgotten and skipped
@@ -82,7 +82,7 @@ pub async fn pair_turns(
     Ok(turns)
 }
 
-/// The per-pair cap (DESIGN §10): blanks the transcripts of each pair's oldest
+/// The per-pair cap: blanks the transcripts of each pair's oldest
 /// conversations beyond `max_turns` turns in all (the ledger row stays, so dedup holds).
 /// Returns the conversations evicted.
 pub async fn evict_beyond_cap(connection: &mut PgConnection, max_turns: i64) -> StoreResult<u64> {

@@ -285,12 +285,12 @@ pub struct ReputationChange {
     pub version: i64,
 }
 
-/// Recomputes faction reputation (DESIGN §9: the mean disposition of the faction's NPCs
+/// Recomputes faction reputation (the mean disposition of the faction's NPCs
 /// who know the player) for each (faction, player). Takes each key's reputation lock
 /// first, so no other transaction writes the key until this one ends: `old` is the value
 /// this write replaces, and the mean, read by a statement that starts after the lock, sees
 /// every relationship the previous holder committed. Two batches in flight therefore see
-/// a crossing once, in one of them (issue 20).
+/// a crossing once, in one of them.
 pub async fn recompute_reputation(
     connection: &mut PgConnection,
     keys: &[(String, Uuid)],

@@ -1,4 +1,4 @@
-//! Runtime switches (DESIGN §3): degraded mode, gossip and consolidation on/off.
+//! Runtime switches: degraded mode, gossip and consolidation on/off.
 
 use std::collections::HashMap;
 
@@ -9,7 +9,7 @@ use crate::error::StoreResult;
 /// The switches services act on, with their defaults when a row is missing or not a boolean.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Switches {
-    /// Degraded mode (seed §Degraded Mode): gossip and consolidation stop, enrich keeps
+    /// Degraded mode: gossip and consolidation stop, enrich keeps
     /// cached contexts three times as long.
     pub degraded: bool,
     pub gossip_enabled: bool,

@@ -1,4 +1,4 @@
-//! `npcmem bench ingest` (issue 2 target: ≥ 5,000 conversations/s sustained, ingest RSS
+//! `npcmem bench ingest` (target: ≥ 5,000 conversations/s sustained, ingest RSS
 //! ≤ 60 MB). Closed loop: the producer keeps at most `--backlog` conversations ahead of
 //! what ingest has committed, so the figure is ingest's capacity, not the producer's.
 

@@ -9,7 +9,7 @@ use crate::memory::{EmotionalValence, MemoryType};
 pub const MAX_MEMORIES_PER_EXTRACTION: usize = 3;
 /// Seed §Structured LLM Output: content is cut at 500 characters.
 pub const MAX_CONTENT_CHARS: usize = 500;
-/// DESIGN §9: every memory extracted from a conversation is capped at 0.7.
+/// every memory extracted from a conversation is capped at 0.7.
 pub const MAX_EXTRACTED_IMPORTANCE: f64 = 0.7;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

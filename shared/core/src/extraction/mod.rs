@@ -1,5 +1,4 @@
-//! Memory extraction rules (seed §Memory Extraction, §Structured LLM Output, §Fallback
-//! Strategies, §Content Safety): what a memory candidate is, the LLM prompt, parsing and
+//! Memory extraction rules: what a memory candidate is, the LLM prompt, parsing and
 //! validating model output, the rule-based extractor, and the content-safety filter.
 //! Pure: the extract service does the I/O.
 

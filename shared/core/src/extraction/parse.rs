@@ -1,5 +1,4 @@
-//! Parsing and validating the extraction model's reply (seed §Structured LLM Output,
-//! `_parse_and_validate`): find the JSON in whatever the model wrote, then clamp every
+//! Parsing and validating the extraction model's reply: find the JSON in whatever the model wrote, then clamp every
 //! field into range so nothing malformed reaches the safety filter or storage.
 //!
 //! Nothing here panics on any input; the one thing it refuses is a reply with no usable

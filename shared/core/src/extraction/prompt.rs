@@ -1,5 +1,4 @@
-//! The LLM extraction prompt (seed §Memory Extraction, §Few-Shot Examples): the seed's
-//! system prompt, few-shot examples and user template, word for word, and the chat
+//! The LLM extraction prompt: the original design's system prompt, few-shot examples and user template, word for word, and the chat
 //! messages built from one conversation.
 
 use serde::{Deserialize, Serialize};

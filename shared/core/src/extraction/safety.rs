@@ -1,8 +1,7 @@
-//! The content filter for extracted memories (seed §Content Safety & Anti-Griefing,
-//! §Defense-in-Depth Pipeline stage 5, `MemoryContentFilter`).
+//! The content filter for extracted memories, the last stage before storage.
 //!
-//! Non-destructive in the seed's sense: a memory is never dropped and its importance is
-//! never lowered for looking suspicious; it is flagged (DESIGN §9) so an admin can audit
+//! Non-destructive: a memory is never dropped and its importance is
+//! never lowered for looking suspicious; it is flagged so an admin can audit
 //! it, and `Suspect` memories never reach a prompt. What the filter does change: PII the
 //! model echoed back is redacted, defamatory references to other players are replaced,
 //! and player-sourced memories are held to the importance budget.

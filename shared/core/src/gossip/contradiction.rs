@@ -1,5 +1,5 @@
-//! Contradicting knowledge (issue 6 item 4; seed §Content Injection Prevention asks for
-//! the NPC-knowledge check, Graphiti's edge invalidation is the model): when an NPC learns
+//! Contradicting knowledge (an injected claim must not silently overwrite what an NPC
+//! knows; Graphiti's edge invalidation is the model): when an NPC learns
 //! a fact that takes the opposite side of one it holds — same category, same subject,
 //! opposite claim — both are kept with their provenance, and the older one is either
 //! superseded (the new claim is at least as credible) or doubted (it is not: the old

@@ -1,5 +1,4 @@
-//! Relationships between an NPC and a player (seed §Relationship Evaluation,
-//! §MemoryEventBridge, §Faction-Based Initialization; DESIGN §9): six dimensions in
+//! Relationships between an NPC and a player: six dimensions in
 //! [0, 1], the deltas memories cause, the daily farming cap, stage and disposition, and
 //! the threshold crossings that become story signals.
 //!
@@ -61,7 +60,7 @@ impl Dimension {
 /// One value per [`Dimension`], indexed by [`Dimension::index`].
 pub type Dims = [f64; 6];
 
-/// DESIGN §9 stages, first match wins.
+/// The stages (docs/relationships.md), first match wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
@@ -120,7 +119,7 @@ pub struct Relationship {
 }
 
 impl Relationship {
-    /// DESIGN §9 initial values plus the faction modifier on trust and friendliness.
+    /// The initial values plus the faction modifier on trust and friendliness.
     /// Initialisation fires no signal: crossings are only ever detected on changes.
     pub fn initial(faction_modifier: f64) -> Self {
         let mut dims = [0.5, 0.0, 0.5, 0.5, 0.5, 0.0];
@@ -159,7 +158,7 @@ impl Relationship {
     }
 }
 
-/// disposition ∈ [−1, 1] (DESIGN §9), rounded to 3 decimals.
+/// disposition ∈ [−1, 1], rounded to 3 decimals.
 pub fn disposition(dims: &Dims) -> f64 {
     let get = |dimension: Dimension| dims[dimension.index()];
     let warmth = 0.35 * get(Dimension::Trust)
@@ -170,7 +169,7 @@ pub fn disposition(dims: &Dims) -> f64 {
     round3((2.0 * warmth - 1.0 - dread).clamp(-1.0, 1.0))
 }
 
-/// DESIGN §9 stage, first match wins.
+/// The stage (docs/relationships.md), first match wins.
 pub fn stage(dims: &Dims, disposition: f64, interaction_count: i32) -> Stage {
     let trust = dims[Dimension::Trust.index()];
     let loyalty = dims[Dimension::Loyalty.index()];
@@ -359,7 +358,7 @@ pub fn faction_modifier(
     round3(total.clamp(-rules.max_faction_modifier, rules.max_faction_modifier))
 }
 
-/// A faction-reputation level crossed between `old` and `new` (DESIGN §9: ±0.25, ±0.5):
+/// A faction-reputation level crossed between `old` and `new` (±0.25, ±0.5):
 /// the level and whether it was crossed upwards.
 pub fn reputation_crossings(old: f64, new: f64, levels: &[f64]) -> Vec<(f64, bool)> {
     levels

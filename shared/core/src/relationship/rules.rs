@@ -32,7 +32,7 @@ pub struct Threshold {
 
 impl Threshold {
     /// Seed: below = previous ≥ threshold and current < threshold; above = previous ≤
-    /// threshold and current > threshold (values are compared rounded, DESIGN §9).
+    /// threshold and current > threshold (values are compared rounded).
     pub fn crossed(&self, old: f64, new: f64) -> bool {
         match self.direction {
             Direction::Below => old >= self.value && new < self.value,
@@ -90,7 +90,7 @@ pub struct RelateRules {
     /// name is Aria"): it moves nothing.
     pub inert_tags: Vec<String>,
     pub thresholds: Vec<Threshold>,
-    /// Most a pair's dimension may rise per UTC day (DESIGN §9 farming cap).
+    /// Most a pair's dimension may rise per UTC day.
     pub farming_cap_per_day: f64,
     /// Dimensions whose rise the farming cap does not hold back. The cap stops a player
     /// farming goodwill; fear rising is no gift to farm, and a capped fear would leave a

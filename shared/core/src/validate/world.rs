@@ -1,4 +1,4 @@
-//! Field checks of the world messages (DESIGN §3) after [`decode_message`]: whatever
+//! Field checks of the world messages after [`decode_message`]: whatever
 //! PostgreSQL would refuse, or a game can only have sent by mistake, is refused here with
 //! its reason. The gossip service writes a batch of world messages in one transaction, so
 //! a message refused only by the database would fail the whole batch and, after
