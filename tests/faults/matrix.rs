@@ -136,23 +136,7 @@ impl System {
         if service == "extract"
             && let Some(llm) = &self.llm
         {
-            let flags = [
-                "--llm-provider",
-                "openai",
-                "--llm-base-url",
-                &llm.base_url(),
-                "--llm-model",
-                "mock-model",
-                "--llm-timeout-ms",
-                "500",
-                "--memory-extraction-rpm",
-                "100000",
-                "--memory-daily-token-budget",
-                "100000000",
-                "--memory-per-npc-daily-budget",
-                "1000000",
-            ];
-            args.extend(flags.iter().map(|flag| flag.to_string()));
+            args.extend(npcmem_tests::llm_args(&llm.base_url(), 500));
         }
         args
     }

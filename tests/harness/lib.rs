@@ -362,6 +362,30 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("bound").port()
 }
 
+/// Flags for extract against an OpenAI-compatible endpoint at `base_url`, with budgets and
+/// rates generous enough that no test meets them by accident.
+pub fn llm_args(base_url: &str, timeout_ms: u32) -> Vec<String> {
+    let timeout = timeout_ms.to_string();
+    [
+        "--llm-provider",
+        "openai",
+        "--llm-base-url",
+        base_url,
+        "--llm-model",
+        "mock-model",
+        "--llm-timeout-ms",
+        &timeout,
+        "--memory-extraction-rpm",
+        "100000",
+        "--memory-daily-token-budget",
+        "100000000",
+        "--memory-per-npc-daily-budget",
+        "1000000",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 /// A minimal HTTP/1.0 request with any method and body. Returns status and body.
 pub async fn http_request(port: u16, method: &str, path: &str, body: &[u8]) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

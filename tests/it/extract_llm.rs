@@ -16,24 +16,7 @@ const WAIT: Duration = Duration::from_secs(40);
 
 /// Flags for extract against `llm` with generous budgets and rates.
 fn llm_args(llm: &MockLlmServer) -> Vec<String> {
-    [
-        "--llm-provider",
-        "openai",
-        "--llm-base-url",
-        &llm.base_url(),
-        "--llm-model",
-        "mock-model",
-        "--llm-timeout-ms",
-        "2000",
-        "--memory-extraction-rpm",
-        "100000",
-        "--memory-daily-token-budget",
-        "100000000",
-        "--memory-per-npc-daily-budget",
-        "1000000",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    npcmem_tests::llm_args(&llm.base_url(), 2000)
 }
 
 /// Extract in-process against `llm`; `extra` flags override (later flags win).
