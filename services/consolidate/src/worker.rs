@@ -6,13 +6,13 @@
 use std::collections::BTreeSet;
 
 use chrono::{TimeDelta, Utc};
-use npcmem_bus::{BatchHandler, Delivery, Disposition};
+use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Outcome, run_batch};
 use npcmem_core::consolidation::{
     CONSOLIDATION_MAX_OUTPUT_TOKENS, CONSOLIDATION_TEMPERATURE, Cluster, MIN_AGE_DAYS, Summary, clusters,
     consolidation_messages, parse_summary, summarise_with_rules,
 };
 use npcmem_core::memory::MemoryType;
-use npcmem_core::validate::decode_message;
+use npcmem_core::validate::{ValidationError, decode_message};
 use npcmem_core::wire::{CacheInvalidate, ConsolidateJob};
 use npcmem_llm::{CircuitBreaker, CompletionOptions, LlmClient, LlmError, LlmProvider};
 use npcmem_store::{StoreError, budgets, locks, maintenance, memories};
@@ -126,33 +126,35 @@ impl ConsolidateWorker {
     }
 }
 
+impl BatchWork for ConsolidateWorker {
+    type Item = (Uuid, Uuid);
+    /// One pair asked twice in a batch is consolidated once.
+    type Key = (Uuid, Uuid);
+
+    fn decode(&self, delivery: &Delivery) -> Result<(Uuid, Uuid), ValidationError> {
+        decode_message::<ConsolidateJob>(delivery.payload(), MAX_JOB_BYTES).map(|job| (job.npc_id, job.player_id))
+    }
+
+    fn key(&self, pair: &(Uuid, Uuid)) -> Option<(Uuid, Uuid)> {
+        Some(*pair)
+    }
+
+    /// Each pair commits on its own, so one failing pair fails alone.
+    async fn process(&self, pairs: &[(Uuid, Uuid)], _batch: &[Delivery]) -> Result<Outcome, Failure> {
+        let mut outcome = Outcome::done();
+        for (index, (npc_id, player_id)) in pairs.iter().enumerate() {
+            if let Err(error) = self.consolidate_pair(*npc_id, *player_id).await {
+                let failure = Failure::from(error);
+                warn!(%failure, %npc_id, %player_id, "consolidating a pair failed");
+                outcome.fail(index, failure);
+            }
+        }
+        Ok(outcome)
+    }
+}
+
 impl BatchHandler for ConsolidateWorker {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let mut dispositions = Vec::with_capacity(batch.len());
-        let mut pairs = Vec::new();
-        for delivery in batch {
-            match decode_message::<ConsolidateJob>(delivery.payload(), MAX_JOB_BYTES) {
-                Ok(job) => {
-                    pairs.push(Some((job.npc_id, job.player_id)));
-                    dispositions.push(Disposition::Done);
-                }
-                Err(error) => {
-                    pairs.push(None);
-                    dispositions.push(error.into());
-                }
-            }
-        }
-        let mut done = BTreeSet::new();
-        for (disposition, pair) in dispositions.iter_mut().zip(&pairs) {
-            let Some((npc_id, player_id)) = pair else { continue };
-            if !done.insert((*npc_id, *player_id)) {
-                continue;
-            }
-            if let Err(error) = self.consolidate_pair(*npc_id, *player_id).await {
-                warn!(%error, %npc_id, %player_id, "consolidating a pair failed, will retry");
-                *disposition = Disposition::Retry(error.to_string());
-            }
-        }
-        dispositions
+        run_batch(self, batch).await
     }
 }

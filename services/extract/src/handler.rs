@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{NaiveDate, Utc};
-use npcmem_bus::dlq::DeadLetterCause;
-use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
+use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Outcome, Topology, publish, run_batch};
 use npcmem_core::extraction::ExtractedMemory;
 use npcmem_core::extraction::candidate::Party;
 use npcmem_core::extraction::prompt::extraction_messages;
@@ -15,7 +14,7 @@ use npcmem_core::extraction::rules::RulesExtractor;
 use npcmem_core::extraction::safety::{SafetyContext, SafetyFilter, reason};
 use npcmem_core::memory::{MemoryType, SafetyFlag, SalienceInputs, compute_salience, round3};
 use npcmem_core::tokens::count_chat_tokens;
-use npcmem_core::validate::{ReasonCode, decode_message};
+use npcmem_core::validate::{ReasonCode, ValidationError, decode_message};
 use npcmem_core::wire::{
     CacheInvalidate, ConversationEnded, ExtractJob, ExtractorKind, MemoryStored, NpcInfo, PlayerInfo, SCHEMA_VERSION,
     StoredMemory, TranscriptMessage,
@@ -101,19 +100,17 @@ impl ExtractHandler {
     /// The rules path: claim, extract on the blocking pool and store in one transaction
     /// (one commit per batch; a failed batch leaves its rows as they were). Returns the
     /// conversations that ran out of attempts.
-    async fn handle_with_rules(&self, conversation_ids: &[Uuid]) -> Result<Vec<Uuid>, String> {
-        let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
-        let claims =
-            conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
-        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+    async fn handle_with_rules(&self, conversation_ids: &[Uuid]) -> Result<Vec<Uuid>, Failure> {
+        let mut transaction = self.pool.begin().await?;
+        let claims = conversations::claim_for_extraction(&mut transaction, conversation_ids).await?;
+        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
         let extractions = tokio::task::spawn_blocking(move || {
             claims.into_iter().map(|claim| extract_with(claim, None)).collect::<Vec<_>>()
         })
-        .await
-        .map_err(|e| e.to_string())?;
-        let stored = self.store_in(&mut transaction, &extractions, None).await.map_err(|e| e.to_string())?;
-        transaction.commit().await.map_err(|e| e.to_string())?;
+        .await?;
+        let stored = self.store_in(&mut transaction, &extractions, None).await?;
+        transaction.commit().await?;
         let pairs = self.count_stored(stored);
         self.invalidate_caches(&pairs).await;
         Ok(exhausted)
@@ -127,14 +124,13 @@ impl ExtractHandler {
         llm: &LlmExtractor,
         conversation_ids: &[Uuid],
         batch: &[Delivery],
-    ) -> Result<Vec<Uuid>, String> {
+    ) -> Result<Vec<Uuid>, Failure> {
         let now = Utc::now();
         let day = budget_day(now);
-        let mut transaction = self.pool.begin().await.map_err(|e| e.to_string())?;
-        let claims =
-            conversations::claim_for_extraction(&mut transaction, conversation_ids).await.map_err(|e| e.to_string())?;
+        let mut transaction = self.pool.begin().await?;
+        let claims = conversations::claim_for_extraction(&mut transaction, conversation_ids).await?;
         debug!(jobs = conversation_ids.len(), claimed = claims.len(), "claimed conversations");
-        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await.map_err(|e| e.to_string())?;
+        let exhausted = fail_unclaimed(&mut transaction, conversation_ids, &claims).await?;
         let output_cap = llm.output_cap();
         let prompts: Vec<Prompt> = claims
             .iter()
@@ -144,10 +140,10 @@ impl ExtractHandler {
                 Prompt { npc_id: claim.npc_id, messages, tokens_per_attempt }
             })
             .collect();
-        let routes = llm.plan(&mut transaction, now, day, &prompts).await.map_err(|e| e.to_string())?;
+        let routes = llm.plan(&mut transaction, now, day, &prompts).await?;
         if let Err(error) = transaction.commit().await {
             llm.release(&routes).await;
-            return Err(error.to_string());
+            return Err(error.into());
         }
         let calls = futures::future::join_all(prompts.iter().zip(&routes).map(|(prompt, route)| async move {
             match route {
@@ -186,10 +182,9 @@ impl ExtractHandler {
         let extractions = tokio::task::spawn_blocking(move || {
             results.into_iter().map(|(claim, memories)| extract_with(claim, memories)).collect::<Vec<_>>()
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         let settlements = Settlements { day, npcs: per_npc.into_values().collect() };
-        let pairs = self.store(&extractions, Some(&settlements)).await.map_err(|e| e.to_string())?;
+        let pairs = self.store(&extractions, Some(&settlements)).await?;
         self.invalidate_caches(&pairs).await;
         Ok(exhausted)
     }
@@ -376,61 +371,54 @@ fn unremembered_attempt(extraction: &Extraction) -> Option<AuditEntry> {
     })
 }
 
-impl BatchHandler for ExtractHandler {
-    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let mut dispositions = Vec::with_capacity(batch.len());
-        let mut job_ids: Vec<Option<Uuid>> = Vec::with_capacity(batch.len());
-        for delivery in batch {
-            match decode_message::<ExtractJob>(delivery.payload(), MAX_JOB_BYTES) {
-                Ok(job) => {
-                    job_ids.push(Some(job.conversation_id));
-                    dispositions.push(Disposition::Done);
-                }
-                Err(error) => {
-                    job_ids.push(None);
-                    dispositions.push(error.into());
-                }
-            }
-        }
-        let mut conversation_ids: Vec<Uuid> = job_ids.iter().flatten().copied().collect();
-        conversation_ids.sort_unstable();
-        conversation_ids.dedup();
-        if conversation_ids.is_empty() {
-            return dispositions;
-        }
+impl BatchWork for ExtractHandler {
+    type Item = Uuid;
+    /// One conversation's job twice in a batch is extracted once.
+    type Key = Uuid;
+
+    fn decode(&self, delivery: &Delivery) -> Result<Uuid, ValidationError> {
+        decode_message::<ExtractJob>(delivery.payload(), MAX_JOB_BYTES).map(|job| job.conversation_id)
+    }
+
+    fn key(&self, conversation_id: &Uuid) -> Option<Uuid> {
+        Some(*conversation_id)
+    }
+
+    async fn process(&self, conversation_ids: &[Uuid], batch: &[Delivery]) -> Result<Outcome, Failure> {
+        // Sorted so concurrent batches claim their rows in one order.
+        let mut sorted = conversation_ids.to_vec();
+        sorted.sort_unstable();
         // Complete, skipped and forgotten conversations are not claimed: their jobs are
         // simply acknowledged (a redelivered job does no work, calls no model, writes nothing).
-        let outcome = match &self.llm {
-            None => self.handle_with_rules(&conversation_ids).await,
-            Some(llm) => self.handle_with_llm(llm, &conversation_ids, batch).await,
+        let exhausted = match &self.llm {
+            None => self.handle_with_rules(&sorted).await?,
+            Some(llm) => self.handle_with_llm(llm, &sorted, batch).await?,
         };
-        if outcome.is_ok()
-            && let Some(embedding) = &self.embedding
-        {
-            embedding.offer(conversation_ids);
+        if let Some(embedding) = &self.embedding {
+            embedding.offer(sorted);
         }
-        match outcome {
-            Ok(exhausted) => {
-                for (disposition, job_id) in dispositions.iter_mut().zip(&job_ids) {
-                    if let Some(id) = job_id
-                        && exhausted.contains(id)
-                    {
-                        warn!(conversation_id = %id, "extraction gave up after its last attempt");
-                        *disposition = Disposition::Reject(DeadLetterCause {
-                            code: ReasonCode::MaxDeliveries,
-                            message: format!(
-                                "extraction of conversation {id} failed {MAX_EXTRACTION_ATTEMPTS} times; marked failed"
-                            ),
-                        });
-                    }
-                }
-            }
-            Err(reason) => {
-                warn!(%reason, "extraction batch failed, will retry");
-                Disposition::retry_done(&mut dispositions, &reason);
+        let mut outcome = Outcome::done();
+        for (index, id) in conversation_ids.iter().enumerate() {
+            if exhausted.contains(id) {
+                warn!(conversation_id = %id, "extraction gave up after its last attempt");
+                outcome.fail(
+                    index,
+                    Failure::permanent(
+                        ReasonCode::MaxDeliveries,
+                        format!(
+                            "extraction of conversation {id} failed {MAX_EXTRACTION_ATTEMPTS} times; marked failed"
+                        ),
+                    ),
+                );
             }
         }
-        dispositions
+        Ok(outcome)
+    }
+}
+
+impl BatchHandler for ExtractHandler {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
+        run_batch(self, batch).await
     }
 }
 

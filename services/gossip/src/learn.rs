@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use chrono::{DateTime, Utc};
-use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
+use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Topology, run_batch};
 use npcmem_core::gossip::contradiction::{Outcome, Revision, revise_batch};
 use npcmem_core::gossip::{Drives, HeldFact};
 use npcmem_core::memory::SafetyFlag;
 use npcmem_core::perspective::Perspective;
-use npcmem_core::validate::decode_message;
 use npcmem_core::validate::world::decode_world;
+use npcmem_core::validate::{ValidationError, decode_message};
 use npcmem_core::wire::{
     CacheInvalidate, KnowledgeCategory, MemoryStored, NpcMoved, NpcProfile, Observation, SCHEMA_VERSION, Signal,
     WorldFact, signal_type,
@@ -23,7 +23,6 @@ use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::knowledge::{self, Known, NewFact, Profile, Source};
 use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::{PgConnection, PgPool, StoreError, privacy};
-use tracing::warn;
 use uuid::Uuid;
 
 const MAX_BYTES: usize = 256 * 1024;
@@ -378,37 +377,41 @@ pub struct LearnHandler {
     pub nats: async_nats::Client,
 }
 
+impl BatchWork for LearnHandler {
+    /// The facts one event teaches, each with the end of its conversation.
+    type Item = Vec<(NewFact, DateTime<Utc>)>;
+    /// Fact ids derive from the memory: a redelivered event stores nothing twice anyway.
+    type Key = ();
+
+    fn decode(&self, delivery: &Delivery) -> Result<Self::Item, ValidationError> {
+        let event = decode_message::<MemoryStored>(delivery.payload(), MAX_BYTES)?;
+        Ok(event
+            .memories
+            .iter()
+            .filter_map(|memory| fact_from_memory(&event, memory))
+            .map(|fact| {
+                let new =
+                    NewFact { source_memory_id: Some(fact.id), fact, source: Source::Conversation, speaker_id: None };
+                (new, event.ended_at)
+            })
+            .collect())
+    }
+
+    fn key(&self, _facts: &Self::Item) -> Option<()> {
+        None
+    }
+
+    async fn process(&self, items: &[Self::Item], _batch: &[Delivery]) -> Result<npcmem_bus::Outcome, Failure> {
+        let facts = items.iter().flatten().cloned().collect();
+        let holders = commit_facts(&self.pool, &self.topology, facts).await?;
+        invalidate_npcs(&self.nats, &self.topology, holders).await;
+        Ok(npcmem_bus::Outcome::done())
+    }
+}
+
 impl BatchHandler for LearnHandler {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let mut dispositions = Vec::with_capacity(batch.len());
-        let mut facts = Vec::new();
-        for delivery in batch {
-            match decode_message::<MemoryStored>(delivery.payload(), MAX_BYTES) {
-                Ok(event) => {
-                    facts.extend(event.memories.iter().filter_map(|memory| fact_from_memory(&event, memory)).map(
-                        |fact| {
-                            let new = NewFact {
-                                source_memory_id: Some(fact.id),
-                                fact,
-                                source: Source::Conversation,
-                                speaker_id: None,
-                            };
-                            (new, event.ended_at)
-                        },
-                    ));
-                    dispositions.push(Disposition::Done);
-                }
-                Err(error) => dispositions.push(error.into()),
-            }
-        }
-        match commit_facts(&self.pool, &self.topology, facts).await {
-            Ok(holders) => invalidate_npcs(&self.nats, &self.topology, holders).await,
-            Err(error) => {
-                warn!(%error, "storing learned facts failed, will retry");
-                Disposition::retry_done(&mut dispositions, &error.to_string());
-            }
-        }
-        dispositions
+        run_batch(self, batch).await
     }
 }
 
@@ -464,113 +467,140 @@ pub struct WorldHandler {
     pub nats: async_nats::Client,
 }
 
-impl BatchHandler for WorldHandler {
-    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let mut dispositions = Vec::with_capacity(batch.len());
+/// One decoded world message.
+pub enum WorldItem {
+    Moved {
+        npc_id: Uuid,
+        room_id: String,
+        at: DateTime<Utc>,
+    },
+    /// As of its own `at`, else of its publication.
+    Profile(DateTime<Utc>, NpcProfile),
+    /// Facts of an observation or a world fact, each with when the message was sent.
+    Facts(Vec<(NewFact, DateTime<Utc>)>),
+    /// `world.player_privacy` belongs to ingest; other world subjects are not ours.
+    Ignored,
+}
+
+impl BatchWork for WorldHandler {
+    type Item = WorldItem;
+    /// Fact ids derive from the message, locations and profiles keep the newest.
+    type Key = ();
+
+    fn decode(&self, delivery: &Delivery) -> Result<WorldItem, ValidationError> {
+        let subject = delivery.subject();
+        if subject == self.topology.subject("world.npc_moved") {
+            decode_world::<NpcMoved>(delivery.payload(), MAX_BYTES).map(|moved| WorldItem::Moved {
+                npc_id: moved.npc_id,
+                room_id: moved.room_id,
+                at: moved.at,
+            })
+        } else if subject == self.topology.subject("world.npc_profile") {
+            // Without its own `at`, a profile is as of its publication, so a
+            // redelivered older profile never wins over a newer one.
+            decode_world::<NpcProfile>(delivery.payload(), MAX_BYTES)
+                .map(|profile| WorldItem::Profile(profile.at.unwrap_or(delivery.published), profile))
+        } else if subject == self.topology.subject("world.observation") {
+            decode_world::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
+                let facts = observation.witness_ids.iter().map(|witness| {
+                    let fact = world_fact(
+                        observation.observation_id,
+                        *witness,
+                        observation.category,
+                        observation.subject_id,
+                        &observation.content,
+                        &observation.tags,
+                        observation.importance,
+                        1.0,
+                        None,
+                        Source::DirectObservation,
+                    );
+                    (fact, delivery.published)
+                });
+                WorldItem::Facts(facts.collect())
+            })
+        } else if subject == self.topology.subject("world.fact") {
+            decode_world::<WorldFact>(delivery.payload(), MAX_BYTES).map(|fact| {
+                let facts = fact.npc_ids.iter().map(|npc| {
+                    let new = world_fact(
+                        fact.fact_id,
+                        *npc,
+                        fact.category,
+                        fact.subject_id,
+                        &fact.content,
+                        &fact.tags,
+                        fact.importance,
+                        fact.confidence,
+                        fact.expires_at,
+                        Source::Authored,
+                    );
+                    (new, delivery.published)
+                });
+                WorldItem::Facts(facts.collect())
+            })
+        } else {
+            Ok(WorldItem::Ignored)
+        }
+    }
+
+    fn key(&self, _item: &WorldItem) -> Option<()> {
+        None
+    }
+
+    async fn process(&self, items: &[WorldItem], _batch: &[Delivery]) -> Result<npcmem_bus::Outcome, Failure> {
         let mut facts = Vec::new();
         let mut moves = Vec::new();
         let mut profiles = Vec::new();
-        for delivery in batch {
-            let subject = delivery.subject();
-            let decoded: Result<(), npcmem_core::validate::ValidationError> =
-                if subject == self.topology.subject("world.npc_moved") {
-                    decode_world::<NpcMoved>(delivery.payload(), MAX_BYTES)
-                        .map(|moved| moves.push((moved.npc_id, moved.room_id, moved.at)))
-                } else if subject == self.topology.subject("world.npc_profile") {
-                    // Without its own `at`, a profile is as of its publication, so a
-                    // redelivered older profile never wins over a newer one.
-                    decode_world::<NpcProfile>(delivery.payload(), MAX_BYTES)
-                        .map(|profile| profiles.push((profile.at.unwrap_or(delivery.published), profile)))
-                } else if subject == self.topology.subject("world.observation") {
-                    decode_world::<Observation>(delivery.payload(), MAX_BYTES).map(|observation| {
-                        for witness in &observation.witness_ids {
-                            let fact = world_fact(
-                                observation.observation_id,
-                                *witness,
-                                observation.category,
-                                observation.subject_id,
-                                &observation.content,
-                                &observation.tags,
-                                observation.importance,
-                                1.0,
-                                None,
-                                Source::DirectObservation,
-                            );
-                            facts.push((fact, delivery.published));
-                        }
-                    })
-                } else if subject == self.topology.subject("world.fact") {
-                    decode_world::<WorldFact>(delivery.payload(), MAX_BYTES).map(|fact| {
-                        for npc in &fact.npc_ids {
-                            let new = world_fact(
-                                fact.fact_id,
-                                *npc,
-                                fact.category,
-                                fact.subject_id,
-                                &fact.content,
-                                &fact.tags,
-                                fact.importance,
-                                fact.confidence,
-                                fact.expires_at,
-                                Source::Authored,
-                            );
-                            facts.push((new, delivery.published));
-                        }
-                    })
-                } else {
-                    // world.player_privacy belongs to ingest; other world subjects are not ours.
-                    Ok(())
-                };
-            dispositions.push(match decoded {
-                Ok(()) => Disposition::Done,
-                Err(error) => error.into(),
-            });
-        }
-        let written = async {
-            let mut transaction = self.pool.begin().await?;
-            // Player locks first, as ingest takes them (before any row lock), so a waiting
-            // forget-player never sits between two writers. A fact sent before its player
-            // was forgotten (a late or replayed message) is dropped.
-            let facts = unforgotten(&mut transaction, std::mem::take(&mut facts)).await?;
-            knowledge::record_locations(&mut transaction, &moves).await?;
-            let mut memberships = Vec::new();
-            for (as_of, profile) in &profiles {
-                let as_of = *as_of;
-                knowledge::record_profile(
-                    &mut transaction,
-                    &Profile {
-                        npc_id: profile.npc_id,
-                        name: profile.name.clone(),
-                        role: profile.role.clone(),
-                        drives: profile.drives.as_ref().map(|d| Drives {
-                            social: d.social,
-                            safety: d.safety,
-                            loyalty: d.loyalty,
-                            curiosity: d.curiosity,
-                        }),
-                        mood: profile.mood.as_ref().map(|m| (m.mood.clone(), m.intensity, m.expires_at)),
-                        as_of,
-                    },
-                )
-                .await?;
-                memberships.push(FactionMembership { id: profile.npc_id, factions: profile.factions.clone(), as_of });
-            }
-            factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
-            let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
-            let stored = store_facts(&mut transaction, &self.topology, facts, &holders, |_| None).await?;
-            transaction.commit().await?;
-            // Enrich caches moods with knowledge per NPC: a profile changes what it shows.
-            Ok::<_, StoreError>(changed_holders(&stored).into_iter().chain(profiles.iter().map(|(_, p)| p.npc_id)))
-        }
-        .await;
-        match written {
-            Ok(changed) => invalidate_npcs(&self.nats, &self.topology, changed).await,
-            Err(error) => {
-                warn!(%error, "recording world messages failed, will retry");
-                Disposition::retry_done(&mut dispositions, &error.to_string());
+        for item in items {
+            match item {
+                WorldItem::Moved { npc_id, room_id, at } => moves.push((*npc_id, room_id.clone(), *at)),
+                WorldItem::Profile(as_of, profile) => profiles.push((*as_of, profile)),
+                WorldItem::Facts(new) => facts.extend(new.iter().cloned()),
+                WorldItem::Ignored => {}
             }
         }
-        dispositions
+        let mut transaction = self.pool.begin().await?;
+        // Player locks first, as ingest takes them (before any row lock), so a waiting
+        // forget-player never sits between two writers. A fact sent before its player
+        // was forgotten (a late or replayed message) is dropped.
+        let facts = unforgotten(&mut transaction, facts).await?;
+        knowledge::record_locations(&mut transaction, &moves).await?;
+        let mut memberships = Vec::new();
+        for (as_of, profile) in &profiles {
+            let as_of = *as_of;
+            knowledge::record_profile(
+                &mut transaction,
+                &Profile {
+                    npc_id: profile.npc_id,
+                    name: profile.name.clone(),
+                    role: profile.role.clone(),
+                    drives: profile.drives.as_ref().map(|d| Drives {
+                        social: d.social,
+                        safety: d.safety,
+                        loyalty: d.loyalty,
+                        curiosity: d.curiosity,
+                    }),
+                    mood: profile.mood.as_ref().map(|m| (m.mood.clone(), m.intensity, m.expires_at)),
+                    as_of,
+                },
+            )
+            .await?;
+            memberships.push(FactionMembership { id: profile.npc_id, factions: profile.factions.clone(), as_of });
+        }
+        factions::record_batch(&mut transaction, Side::Npc, &memberships).await?;
+        let holders: Vec<Uuid> = facts.iter().map(|new| new.fact.holder).collect();
+        let stored = store_facts(&mut transaction, &self.topology, facts, &holders, |_| None).await?;
+        transaction.commit().await?;
+        // Enrich caches moods with knowledge per NPC: a profile changes what it shows.
+        let changed = changed_holders(&stored).into_iter().chain(profiles.iter().map(|(_, p)| p.npc_id));
+        invalidate_npcs(&self.nats, &self.topology, changed).await;
+        Ok(npcmem_bus::Outcome::done())
+    }
+}
+
+impl BatchHandler for WorldHandler {
+    async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
+        run_batch(self, batch).await
     }
 }
 

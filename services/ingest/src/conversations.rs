@@ -1,12 +1,11 @@
 //! The `conversation.ended` batch handler.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use npcmem_bus::dlq::DeadLetterCause;
-use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology};
+use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Outcome, Topology, run_batch};
 use npcmem_core::redact::{PiiRedactor, RedactionReport};
 use npcmem_core::summary::summarize_conversation;
-use npcmem_core::validate::{ConversationLimits, ReasonCode, decode_conversation_ended};
+use npcmem_core::validate::{ConversationLimits, ValidationError, decode_conversation_ended};
 use npcmem_core::wire::{ConversationEnded, ExtractJob, SCHEMA_VERSION};
 use npcmem_store::conversations::{self, ConversationState, NewConversation};
 use npcmem_store::factions::{self, FactionMembership, Side};
@@ -14,7 +13,7 @@ use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::privacy::{self, Refusal};
 use npcmem_store::working_memory::{self, NewSummary};
 use npcmem_store::{PgPool, StoreError, locks};
-use tracing::{debug, warn};
+use tracing::debug;
 use uuid::Uuid;
 
 use crate::config::IngestConfig;
@@ -31,7 +30,7 @@ pub struct ConversationHandler {
 }
 
 /// A decoded, redacted conversation waiting to be written.
-struct Accepted {
+pub struct Accepted {
     conversation: ConversationEnded,
     redactions: RedactionReport,
     /// W3C trace context of the inbound message, passed on to the job (DESIGN §6).
@@ -145,93 +144,37 @@ impl ConversationHandler {
     }
 }
 
+impl BatchWork for ConversationHandler {
+    type Item = Accepted;
+    /// A conversation delivered twice in one batch is written once and both are acked.
+    type Key = Uuid;
+
+    fn decode(&self, delivery: &Delivery) -> Result<Accepted, ValidationError> {
+        let mut conversation = decode_conversation_ended(delivery.payload(), &self.limits)?;
+        let redactions = PiiRedactor::shared().redact_conversation(&mut conversation);
+        let traceparent =
+            delivery.headers().and_then(|headers| headers.get(TRACEPARENT)).map(|value| value.as_str().to_string());
+        Ok(Accepted { conversation, redactions, traceparent })
+    }
+
+    fn key(&self, accepted: &Accepted) -> Option<Uuid> {
+        Some(accepted.conversation.conversation_id)
+    }
+
+    async fn process(&self, accepted: &[Accepted], _batch: &[Delivery]) -> Result<Outcome, Failure> {
+        let tally = self.commit(accepted).await?;
+        debug!(accepted = tally.accepted, duplicate = tally.duplicate, skipped = tally.skipped, "batch committed");
+        self.record(&tally, accepted);
+        Ok(Outcome::done())
+    }
+}
+
 impl BatchHandler for ConversationHandler {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let redactor = PiiRedactor::shared();
-        let mut dispositions: Vec<Disposition> = Vec::with_capacity(batch.len());
-        // Index into `accepted` for each delivery that decoded; a conversation delivered
-        // twice in one batch is written once and both deliveries are acked.
-        let mut accepted: Vec<Accepted> = Vec::with_capacity(batch.len());
-        let mut slot_of_delivery: Vec<Option<usize>> = Vec::with_capacity(batch.len());
-        let mut slot_of_conversation: HashMap<Uuid, usize> = HashMap::new();
-        for delivery in batch {
-            match decode_conversation_ended(delivery.payload(), &self.limits) {
-                Ok(mut conversation) => {
-                    let slot = *slot_of_conversation.entry(conversation.conversation_id).or_insert_with(|| {
-                        let redactions = redactor.redact_conversation(&mut conversation);
-                        let traceparent = delivery
-                            .headers()
-                            .and_then(|headers| headers.get(TRACEPARENT))
-                            .map(|value| value.as_str().to_string());
-                        accepted.push(Accepted { conversation, redactions, traceparent });
-                        accepted.len() - 1
-                    });
-                    slot_of_delivery.push(Some(slot));
-                    dispositions.push(Disposition::Done);
-                }
-                Err(error) => {
-                    self.metrics.count("rejected", 1);
-                    slot_of_delivery.push(None);
-                    dispositions.push(error.into());
-                }
-            }
-        }
-        if accepted.is_empty() {
-            return dispositions;
-        }
-        match self.commit(&accepted).await {
-            Ok(tally) => {
-                debug!(
-                    accepted = tally.accepted,
-                    duplicate = tally.duplicate,
-                    skipped = tally.skipped,
-                    "batch committed"
-                );
-                self.record(&tally, &accepted);
-                dispositions
-            }
-            Err(error) if error.is_transient() => {
-                // Only the decoded ones are retried; bad inputs keep their own reason.
-                warn!(%error, size = accepted.len(), "batch commit failed, will retry");
-                let reason = error.to_string();
-                for (disposition, slot) in dispositions.iter_mut().zip(&slot_of_delivery) {
-                    if slot.is_some() {
-                        *disposition = Disposition::Retry(reason.clone());
-                    }
-                }
-                dispositions
-            }
-            Err(error) => {
-                // A row the database refuses (a permanent error) must not hold back the
-                // rest: write each conversation alone and reject only the ones that fail.
-                warn!(%error, "batch refused by the database, retrying one by one");
-                let mut failed_slots: HashMap<usize, Disposition> = HashMap::new();
-                for (slot, one) in accepted.iter().enumerate() {
-                    match self.commit(std::slice::from_ref(one)).await {
-                        Ok(tally) => self.record(&tally, std::slice::from_ref(one)),
-                        Err(error) if error.is_transient() => {
-                            failed_slots.insert(slot, Disposition::Retry(error.to_string()));
-                        }
-                        Err(error) => {
-                            self.metrics.count("rejected", 1);
-                            failed_slots.insert(
-                                slot,
-                                Disposition::Reject(DeadLetterCause {
-                                    code: ReasonCode::InvalidField,
-                                    message: format!("refused by the database: {error}"),
-                                }),
-                            );
-                        }
-                    }
-                }
-                for (disposition, slot) in dispositions.iter_mut().zip(&slot_of_delivery) {
-                    if let Some(failure) = slot.and_then(|s| failed_slots.get(&s)) {
-                        *disposition = failure.clone();
-                    }
-                }
-                dispositions
-            }
-        }
+        let dispositions = run_batch(self, batch).await;
+        let rejected = dispositions.iter().filter(|d| matches!(d, Disposition::Reject(_))).count();
+        self.metrics.count("rejected", rejected as u64);
+        dispositions
     }
 }
 

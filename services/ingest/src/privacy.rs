@@ -1,7 +1,7 @@
 //! The `world.player_privacy` handler: opt-outs take effect for every later conversation.
 
-use npcmem_bus::{BatchHandler, Delivery, Disposition};
-use npcmem_core::validate::decode_message;
+use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Outcome, run_batch};
+use npcmem_core::validate::{ValidationError, decode_message};
 use npcmem_core::wire::PlayerPrivacy;
 use npcmem_store::{PgPool, StoreError, privacy};
 use tracing::info;
@@ -39,22 +39,27 @@ impl PrivacyHandler {
     }
 }
 
+impl BatchWork for PrivacyHandler {
+    type Item = PlayerPrivacy;
+    /// Several updates of one player in a batch all apply (the newest `at` wins).
+    type Key = ();
+
+    fn decode(&self, delivery: &Delivery) -> Result<PlayerPrivacy, ValidationError> {
+        decode_message::<PlayerPrivacy>(delivery.payload(), self.max_payload_bytes)
+    }
+
+    fn key(&self, _update: &PlayerPrivacy) -> Option<()> {
+        None
+    }
+
+    async fn process(&self, updates: &[PlayerPrivacy], _batch: &[Delivery]) -> Result<Outcome, Failure> {
+        self.apply(&mut updates.to_vec()).await?;
+        Ok(Outcome::done())
+    }
+}
+
 impl BatchHandler for PrivacyHandler {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let mut dispositions = Vec::with_capacity(batch.len());
-        let mut updates = Vec::with_capacity(batch.len());
-        for delivery in batch {
-            match decode_message::<PlayerPrivacy>(delivery.payload(), self.max_payload_bytes) {
-                Ok(update) => {
-                    updates.push(update);
-                    dispositions.push(Disposition::Done);
-                }
-                Err(error) => dispositions.push(error.into()),
-            }
-        }
-        if let Err(error) = self.apply(&mut updates).await {
-            Disposition::retry_done(&mut dispositions, &error.to_string());
-        }
-        dispositions
+        run_batch(self, batch).await
     }
 }

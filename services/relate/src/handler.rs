@@ -9,19 +9,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use npcmem_bus::{BatchHandler, Delivery, Disposition, Topology, publish};
+use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Outcome, Topology, publish, run_batch};
 use npcmem_core::derived_id::Happening;
 use npcmem_core::relationship::{
     Applied, Attitude, Direction, RelateRules, Relationship, conversation_deltas, faction_modifier,
     reputation_crossings,
 };
-use npcmem_core::validate::decode_message;
+use npcmem_core::validate::{ValidationError, decode_message};
 use npcmem_core::wire::{CacheInvalidate, MemoryStored, RelationshipChanged, SCHEMA_VERSION, Signal, signal_type};
 use npcmem_store::factions::{self, Side};
 use npcmem_store::outbox::{self, OutboxMessage};
 use npcmem_store::relationships::{self, AppliedConversation, Write};
 use npcmem_store::{PgConnection, PgPool, StoreError, privacy};
-use tracing::{debug, warn};
+use tracing::debug;
 use uuid::Uuid;
 
 use crate::metrics::RelateMetrics;
@@ -58,7 +58,7 @@ impl RelateHandler {
         Self { pool, nats, topology, rules: Arc::new(rules), metrics, max_retries: max_retries.max(1) }
     }
 
-    async fn apply_with_retries(&self, events: &[MemoryStored]) -> Result<Vec<Pair>, String> {
+    async fn apply_with_retries(&self, events: &[MemoryStored]) -> Result<Vec<Pair>, Failure> {
         for attempt in 1..=self.max_retries {
             match self.apply_once(events).await {
                 Ok(Attempt::Committed(pairs)) => return Ok(pairs),
@@ -67,13 +67,13 @@ impl RelateHandler {
                     debug!(%error, attempt, "relationship write conflicted, retrying");
                     self.metrics.conflict();
                 }
-                Err(error) => return Err(error.to_string()),
+                Err(error) => return Err(error.into()),
             }
             // Jittered, growing pause, so racing replicas stop colliding.
             let jitter = Uuid::new_v4().as_u128() as u64 % 5;
             tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 4 + jitter)).await;
         }
-        Err(format!("relationships changed by other writers {} times in a row", self.max_retries))
+        Err(Failure::transient(format!("relationships changed by other writers {} times in a row", self.max_retries)))
     }
 
     async fn apply_once(&self, events: &[MemoryStored]) -> Result<Attempt, StoreError> {
@@ -405,33 +405,28 @@ impl Attitudes {
     }
 }
 
+impl BatchWork for RelateHandler {
+    type Item = MemoryStored;
+    /// The same conversation twice in one batch is applied once.
+    type Key = Uuid;
+
+    fn decode(&self, delivery: &Delivery) -> Result<MemoryStored, ValidationError> {
+        decode_message::<MemoryStored>(delivery.payload(), MAX_EVENT_BYTES)
+    }
+
+    fn key(&self, event: &MemoryStored) -> Option<Uuid> {
+        Some(event.conversation_id)
+    }
+
+    async fn process(&self, events: &[MemoryStored], _batch: &[Delivery]) -> Result<Outcome, Failure> {
+        let pairs = self.apply_with_retries(events).await?;
+        self.invalidate_caches(&pairs).await;
+        Ok(Outcome::done())
+    }
+}
+
 impl BatchHandler for RelateHandler {
     async fn handle(&self, batch: &[Delivery]) -> Vec<Disposition> {
-        let mut dispositions = Vec::with_capacity(batch.len());
-        let mut events: Vec<MemoryStored> = Vec::with_capacity(batch.len());
-        let mut seen = BTreeSet::new();
-        for delivery in batch {
-            match decode_message::<MemoryStored>(delivery.payload(), MAX_EVENT_BYTES) {
-                Ok(event) => {
-                    // The same conversation twice in one batch is applied once.
-                    if seen.insert(event.conversation_id) {
-                        events.push(event);
-                    }
-                    dispositions.push(Disposition::Done);
-                }
-                Err(error) => dispositions.push(error.into()),
-            }
-        }
-        if events.is_empty() {
-            return dispositions;
-        }
-        match self.apply_with_retries(&events).await {
-            Ok(pairs) => self.invalidate_caches(&pairs).await,
-            Err(reason) => {
-                warn!(%reason, "applying relationship changes failed, will retry");
-                Disposition::retry_done(&mut dispositions, &reason);
-            }
-        }
-        dispositions
+        run_batch(self, batch).await
     }
 }

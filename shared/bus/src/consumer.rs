@@ -9,7 +9,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use npcmem_core::validate::{ReasonCode, ValidationError};
+use npcmem_core::validate::ReasonCode;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
@@ -58,23 +58,8 @@ pub enum Disposition {
     Retry(String),
 }
 
-impl Disposition {
-    /// After a commit failed: every message that was going to be acked is retried instead;
-    /// rejected (bad) ones keep their own reason.
-    pub fn retry_done(dispositions: &mut [Disposition], reason: &str) {
-        for disposition in dispositions.iter_mut().filter(|d| matches!(d, Disposition::Done)) {
-            *disposition = Disposition::Retry(reason.to_owned());
-        }
-    }
-}
-
-impl From<ValidationError> for Disposition {
-    fn from(error: ValidationError) -> Self {
-        Disposition::Reject(DeadLetterCause { code: error.code, message: error.message })
-    }
-}
-
-/// A service's batch logic: one disposition per delivery, in order. Inputs that are bad
+/// A service's batch logic: one disposition per delivery, in order; services implement
+/// it with [`crate::run_batch`] over their [`crate::BatchWork`]. Inputs that are bad
 /// stay `Reject` even when the commit of the good ones failed, so an outage never turns
 /// a bad message's reason into `max_deliveries`. A batch with retries and nothing done
 /// counts as failed: the loop pauses before pulling again, so an outage does not burn the

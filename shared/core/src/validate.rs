@@ -1,5 +1,5 @@
 //! Decoding and validation of inbound bytes, with the machine-readable reason codes that
-//! dead letters carry in `Npcmem-Dlq-Reason` (DESIGN §3).
+//! dead letters carry in `Npcmem-Dlq-Reason`.
 //!
 //! Every failure here is permanent: the input is wrong, retrying cannot help, so the
 //! consumer dead-letters it and acks. Nothing in this module panics on any input.
@@ -30,10 +30,13 @@ pub enum ReasonCode {
     PayloadTooLarge,
     /// Not produced by validation: a consumer gave up after `max_deliver` attempts.
     MaxDeliveries,
+    /// Not produced by validation: a dependency (the database, the LLM provider) refused
+    /// what this message asks for in a way no retry can change, e.g. a constraint.
+    Refused,
 }
 
 impl ReasonCode {
-    pub const ALL: [ReasonCode; 10] = [
+    pub const ALL: [ReasonCode; 11] = [
         ReasonCode::InvalidJson,
         ReasonCode::InvalidUtf8,
         ReasonCode::SchemaVersion,
@@ -44,6 +47,7 @@ impl ReasonCode {
         ReasonCode::TextTooLong,
         ReasonCode::PayloadTooLarge,
         ReasonCode::MaxDeliveries,
+        ReasonCode::Refused,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -58,6 +62,7 @@ impl ReasonCode {
             ReasonCode::TextTooLong => "text_too_long",
             ReasonCode::PayloadTooLarge => "payload_too_large",
             ReasonCode::MaxDeliveries => "max_deliveries",
+            ReasonCode::Refused => "refused",
         }
     }
 }
@@ -123,7 +128,7 @@ fn header_safe(message: String) -> String {
     cleaned
 }
 
-/// Limits on `conversation.ended` (DESIGN §3), all configurable by the ingest service.
+/// Limits on `conversation.ended`, all configurable by the ingest service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConversationLimits {
     pub max_messages: usize,

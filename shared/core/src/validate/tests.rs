@@ -60,7 +60,8 @@ fn reason_codes_have_their_wire_spelling() {
             "too_many_messages",
             "text_too_long",
             "payload_too_large",
-            "max_deliveries"
+            "max_deliveries",
+            "refused"
         ]
     );
     for code in ReasonCode::ALL {
