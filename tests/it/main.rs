@@ -18,6 +18,7 @@ mod nats_permissions;
 mod outbox_relay;
 mod recall;
 mod recall_embed;
+mod refused;
 mod relate;
 mod service_http;
 mod store_queries;
