@@ -229,6 +229,7 @@ fn respell<'w>(word: &str, core: &'w str, previous: &str) -> Option<Cow<'w, str>
         "gotta" => "got to",
         "oughta" => "ought to",
         "cos" | "cuz" | "coz" => "because",
+        "meself" | "mesel" => "myself",
         "r" => "are",
         "n" => "and",
         "ain't" => "isn't",

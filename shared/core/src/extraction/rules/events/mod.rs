@@ -62,6 +62,18 @@ const INSULT_NOUNS: &[&str] = &[
     "lout",
     "dolt",
     "dunce",
+    "lump",
+    "lapdog",
+    "lickspittle",
+    "bootlicker",
+    "toady",
+    "wastrel",
+    "layabout",
+    "dullard",
+    "nitwit",
+    "blockhead",
+    "numbskull",
+    "scoundrel",
     "simpleton",
     "charlatan",
     "quack",
@@ -222,21 +234,21 @@ impl Patterns {
                 r"\b(?:i'll|i will|i shall|i'm going to|i am going to|i'm gonna|we'll|we will)(?:\s+[a-z']+){0,4}?\s+(?:kill|murder|burn|cut|gut|drown|hang|slaughter|break|hurt|end|skin|bury|smash|ruin|destroy|beat|stab|strangle|throttle|torch|flay|wreck|slit|choke|bleed|shoot|maim|finish|gouge)\b",
             ),
             harm_see: compile(
-                r"\b(?:i'll|i will|i shall)\s+see\s+(?:you|your)\b[^.!?]*\b(?:drowned|hanged|hung|dead|revoked|seized|ruined|burned|burnt|whipped|flogged|irons|chains|gaol|jail|prison|flayed|buried|dangling)\b",
+                r"\b(?:i'll|i will|i shall)\s+see\s+(?:you|your)\b[^.!?]*\b(?:drowned|hanged|hung|dead|revoked|seized|ruined|burned|burnt|whipped|flogged|irons|chains|gaol|jail|prison|flayed|buried|dangling|swinging|hanging|rotting|rot|bleeding|burning)\b",
             ),
             threat_phrase: compile(
-                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor i (?:open|cut|gut|kill|break|burn|end|hurt) you\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen(?:\W*$|,| to (?:people|folk|those|them|the best))|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
+                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor (?:else )?i(?:'ll| will)? (?:open|cut|gut|kill|break|burn|end|hurt|smash|wreck|torch) (?:you|every|all|both)\b|\bbefore i lose (?:my|me) (?:patience|temper)\b|\b(?:nice|sweet|pretty|lovely|fine) (?:little )?(?:kid|girl|boy|daughter|son|wife|husband|family|shop|stall|place|forge|house|boat|mill|farm) (?:you(?:'ve)? got|you have)\b[^.!?]*\b(?:shame|pity|alone|own|careful|accident|happen)\b|\b(?:walks?|goes) home (?:alone|on (?:her|his|their) own)\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen(?:\W*$|,| to (?:people|folk|those|them|the best))|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
             ),
             deadly: compile(
                 r"\b(?:kill|murder|dead|die|throat|drown|drowned|gut|hang|hanged|slaughter|burn|strangle|open you|irons|bury|buried|blood|bleed)\b",
             ),
             insult_you: compile(&format!(
-                r"\byou(?:'re| are)\s+(?:[a-z'-]+,?\s+){{0,6}}?(?:{}|{})\b",
+                r"\byou(?:, [a-z]+,)?(?:'re| are)\s+(?:[a-z'-]+,?\s+){{0,6}}?(?:{}|{})\b",
                 INSULT_NOUNS.join("|"),
                 INSULT_ADJECTIVES.join("|")
             )),
             insult_comparison: compile(
-                r"\b(?:a|an|my|any|i have seen|i've seen) (?:goat|mule|hens?|child|pig|dog|monkey|nan's|nan|granny|blind man|drunk|drunkard|donkey|ox|toddler|infant)\b[^.!?]*\b(?:could|would|holds?|leaves?|makes?|leave)\b[^.!?]*\b(?:better|fairer|tidier|finer|cleaner|sharper|neater|done this)\b|\b(?:you're|you are) (?:slower|dumber|uglier|lazier|thicker) than an? \b|\byou (?:fight|sing) like an? \b",
+                r"\b(?:a|an|my|any|i have seen|i've seen) (?:goats?|mules?|hens?|child|children|pigs?|dogs?|monkeys?|nan's|nan|granny|gran|grandmother|grandma|blind man|drunk|drunkard|donkey|ox|toddler|infant|swine)\b[^.!?]*\b(?:could|would|holds?|leaves?|makes?|leave)\b[^.!?]*\b(?:better|fairer|tidier|finer|cleaner|sharper|neater|tighter|straighter|done this)\b|\b(?:my (?:gran|granny|nan|grandmother|grandma|mother|mum|mam)|a child|a goat|pigs?|swine)\b[^.!?]*\b(?:better|tighter|finer|straighter|cleaner|sharper|faster|more sense)\b[^.!?]*\bthan (?:you|yours|this)\b|\b(?:you're|you are) (?:slower|dumber|uglier|lazier|thicker) than an? \b|\byou (?:fight|sing) like an? \b",
             ),
             insult_work: compile(
                 r"^you (?:smell|stink|reek) (?:like an? |of )|\b(?:fit only for (?:swine|pigs|dogs|the dogs)|your (?:[a-z']+ ){0,2}(?:is|are) (?:rubbish|junk|garbage|trash|worthless|swill|slop|muck|filth|pig swill|an insult|a disgrace))\b",
@@ -251,13 +263,13 @@ impl Patterns {
                 r"\b(?:stole|nicked|pinched|took) your (?:idea|heart|line|joke|thunder|spot|seat|name|look|style|advice|word|point|class|suggestion|recommendation|lead)\b|\btook (?:a|the|my|our|his|her) (?:wrong|long|short|road|path|turn|nap|look|chance|ferry|boat|bath|walk|day|time|break|job|risk|stairs|left|right|seat|shot|liberty)\b",
             ),
             theft_context: compile(
-                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|'s gone|short this|walked off)\b",
+                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|'s gone|short this|walked off|there (?:were|was) more|no longer (?:on|in)|blamed the)\b",
             ),
             it_was_me: compile(
                 r"\b(?:that was me|it was me|it was i|that was i|i'm the one who|i was the one who)\b|^me\W*$",
             ),
             theft_caught: compile(
-                r"(?:^|\bhands? )out of (?:the|my) (?:till|purse|pocket|box|drawer)|\b(?:turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you sold my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b|\b(?:saw|watched) (?:it|that|you)\b[^.!?]*\b(?:up|into) your (?:sleeve|pocket|coat|bag|pack)\b",
+                r"(?:^|\bhands? )out of (?:the|my) (?:till|purse|pocket|box|drawer)|\b(?:turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you sold my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b|\b(?:saw|watched) (?:it|that|you)\b[^.!?]*\b(?:up|into|in) your (?:sleeve|pocket|coat|bag|pack|cuff|shirt|boot|tunic|jerkin|apron)\b",
             ),
             concede: compile(
                 r"^(?:\W*)(?:fine|very well|alright|all right|ok|okay|here|sorry|i'm sorry|forgive me|yes|i did|i know)\b|\bit must have\b",
@@ -360,7 +372,7 @@ impl Patterns {
                 r"\byou (?:took|killed|slew|cut down|felled|dropped|stuck|bested|fought) (?:both|all of them|them all|the (?:big|biggest|last|first|other|grey|black) one|three|two|four|five|him|those)\b|\byou (?:killed|slew|felled|stuck|fought) (?:the|them|every)\b|\byou held (?:the|your) (?:gate|line|bridge|wall|door|ground|left|right|flank)\b|\bif you hadn't held\b|\byou (?:have |has )?bested me\b|\bthe duel\b[^.!?]*\b(?:fair|won|win|lost)\b|\bi swung at you\b|\bswung at me\b",
             ),
             against_npc: compile(
-                r"\b(?:swung at you|swung at me|bested me|the duel|split lip|you hit me|i hit you|blade from my hand)\b",
+                r"\b(?:swung at you|swung at me|bested me|the duel|split lip|you hit me|i hit you|blade from my hand|laid you out|laid me out|knocked you (?:out|down|flat|cold)|knocked me (?:out|down|flat|cold)|put you on your back|you broke my (?:nose|jaw|arm|teeth))\b",
             ),
             enemies_down: compile(&format!(
                 r"\b(?:{enemies}) (?:dead|slain)\b|\b(?:two|three|four|five|six|seven|eight|nine|ten) (?:{enemies} )?(?:down|dead)\b|\b\d+ (?:{enemies}) (?:down|dead)\b|^(?:that's|that is) the last of (?:them|'em)\b|\byou (?:cracked|decked|floored|thrashed) me\b|\bi (?:drove off|fought off|chased off|killed|slew|routed) the (?:{enemies})\b[^.!?]*\b(?:your|you)\b"

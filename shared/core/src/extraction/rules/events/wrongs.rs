@@ -134,16 +134,24 @@ impl Patterns {
     /// "Useless old fool." — a short sentence that is nothing but a name to call someone,
     /// with no one else in it to call it.
     fn vocative_insult(&self, sentence: &Sentence<'_>) -> bool {
-        let words: Vec<&str> = sentence.words().collect();
         const ELSEWHERE: &[&str] = &[
             "i", "i'm", "me", "my", "myself", "he", "she", "him", "her", "his", "they", "them", "that", "man's",
             "he's", "she's", "sky", "weather", "rain", "it", "it's", "is", "a", "an", "the", "like", "was", "be",
         ];
-        words.len() <= 5
-            && words.iter().any(|w| INSULT_NOUNS.contains(w))
-            && words.iter().any(|w| INSULT_ADJECTIVES.contains(w) || matches!(*w, "you" | "old"))
-            && !words.iter().any(|w| ELSEWHERE.contains(w))
-            && !sentence.plain.ends_with('?')
+        // The whole sentence, or one clause of three words or more: "Fine, here, miserable
+        // old leech" calls a name in its last one, where a bare "you fool" mid-sentence is
+        // more often banter.
+        let names = |text: &str, words_allowed: std::ops::RangeInclusive<usize>| {
+            let words: Vec<&str> =
+                text.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()).collect();
+            words_allowed.contains(&words.len())
+                && words.iter().any(|w| INSULT_NOUNS.contains(w))
+                && words.iter().any(|w| INSULT_ADJECTIVES.contains(w) || matches!(*w, "you" | "old" | "great"))
+                && !words.iter().any(|w| ELSEWHERE.contains(w))
+        };
+        !sentence.plain.ends_with('?')
+            && (names(&sentence.plain, 1..=5)
+                || sentence.plain.split([',', ';', ':', '—']).any(|clause| names(clause, 3..=6)))
     }
 
     pub(super) fn betrayal(&self, scene: &Scene<'_>) -> Option<Finding> {
