@@ -7,6 +7,7 @@ mod extract;
 mod gossip;
 mod ingest;
 mod load;
+mod pii;
 mod pipeline;
 mod recall;
 mod relate;
@@ -50,6 +51,9 @@ pub enum Scenario {
     /// Evidence recall of enrich's context on real multi-session human chats, beside plain
     /// BM25 over the raw turns and the most recent turns, at the same token budgets.
     Recall(recall::RecallBenchArgs),
+    /// Precision and recall per PII kind of the redactor on generated chat lines, and its
+    /// MB/s on ordinary game text, beside the US-formats redactor before issue 20.
+    Pii(pii::PiiBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
@@ -62,6 +66,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Gossip(args) => gossip::run(common, args).await,
         Scenario::Recall(args) => recall::run(common, args).await,
         Scenario::Extract(args) => extract::run(args).await,
+        Scenario::Pii(args) => pii::run(args).await,
     }
 }
 

@@ -4,7 +4,7 @@
 //! address only with a postcode and city after them, while strong ones ("Main Street",
 //! "rue", "Hauptstraße") are one alone, as the US street pattern always was.
 
-use regex::bytes::Regex;
+use regex::bytes::{Regex, RegexSet};
 
 /// The street pattern of the redactor before issue 20, kept whole: the baseline of
 /// `npcmem bench pii`, and still the rule for a US or UK street standing alone.
@@ -129,47 +129,97 @@ pub(super) fn patterns() -> Patterns {
 const NOT_CITIES: [&str; 14] =
     ["Fine", "Sure", "Deal", "Yes", "Yeah", "Well", "Okay", "Right", "Done", "Great", "Good", "So", "Then", "Now"];
 
+/// Cheap evidence one family of patterns needs, looked for before the patterns run: most
+/// text with digits has none, and the patterns, which start on a digit or a capital
+/// without any literal to skip ahead to, are the slow part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    /// None beyond the digit the prefilter saw (the pre-issue-20 street pattern).
+    Digit,
+    /// A US state and ZIP or a UK postcode.
+    UsZipOrUkPostcode,
+    /// A French way word.
+    FrenchWay,
+    /// A German street word before a number, or a preposition that starts a street.
+    GermanStreet,
+    /// An `[ADDRESS]` token.
+    Token,
+}
+
+const EVIDENCE: [Evidence; 4] =
+    [Evidence::UsZipOrUkPostcode, Evidence::FrenchWay, Evidence::GermanStreet, Evidence::Token];
+
+fn evidence_pattern(evidence: Evidence) -> String {
+    match evidence {
+        Evidence::Digit => "[0-9]".to_owned(),
+        Evidence::UsZipOrUkPostcode => {
+            format!(r"(?:{US_STATES})\s+[0-9]{{5}}|[A-Z]{{1,2}}[0-9][A-Z0-9]?\s?[0-9][A-Z]{{2}}")
+        }
+        Evidence::FrenchWay => format!(r"(?i:{FR_STRONG_WAYS}|{FR_OTHER_WAYS})"),
+        Evidence::GermanStreet => {
+            let suffixes = format!("{DE_STRONG_SUFFIXES}|{DE_OTHER_SUFFIXES}");
+            format!(r"(?i:{suffixes})\s*[0-9]|(?:{DE_PREPOSITIONS})\s")
+        }
+        Evidence::Token => r"\[ADDRESS\]".to_owned(),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct AddressFinder {
     legacy_street: Regex,
-    /// Each pattern with whether its match must start after a non-letter (checked in
-    /// code: the German ones may start with a non-ASCII capital, where the regex's
-    /// ASCII word boundary does not apply).
-    patterns: Vec<(Regex, bool)>,
-    us_city_state_zip: Regex,
+    /// Each pattern with the evidence it needs and whether its match must start after a
+    /// non-letter (checked in code: the German ones may start with a non-ASCII capital,
+    /// where the regex's ASCII word boundary does not apply). The last one is the US
+    /// "City, ST ZIP".
+    patterns: Vec<(Regex, Evidence, bool)>,
+    /// The evidence patterns, in the order of [`EVIDENCE`], looked for in one scan.
+    evidence: RegexSet,
 }
 
 impl AddressFinder {
     pub(super) fn new(compile: impl Fn(&str) -> Regex) -> Self {
         let patterns = patterns();
+        let in_order = [
+            (patterns.en_street_with_tail, Evidence::UsZipOrUkPostcode, false),
+            (patterns.en_street, Evidence::Digit, false),
+            (patterns.fr_street_with_tail, Evidence::FrenchWay, false),
+            (patterns.fr_street, Evidence::FrenchWay, false),
+            (patterns.de_street_with_tail, Evidence::GermanStreet, true),
+            (patterns.de_street, Evidence::GermanStreet, true),
+            (patterns.uk_town_postcode, Evidence::UsZipOrUkPostcode, false),
+            (patterns.tail_after_token, Evidence::Token, false),
+            (patterns.us_city_state_zip, Evidence::UsZipOrUkPostcode, false),
+        ];
         AddressFinder {
             legacy_street: compile(LEGACY_STREET_PATTERN),
-            patterns: vec![
-                (compile(&patterns.en_street_with_tail), false),
-                (compile(&patterns.en_street), false),
-                (compile(&patterns.fr_street_with_tail), false),
-                (compile(&patterns.fr_street), false),
-                (compile(&patterns.de_street_with_tail), true),
-                (compile(&patterns.de_street), true),
-                (compile(&patterns.uk_town_postcode), false),
-                (compile(&patterns.tail_after_token), false),
-            ],
-            us_city_state_zip: compile(&patterns.us_city_state_zip),
+            patterns: in_order
+                .iter()
+                .map(|(pattern, evidence, check_start)| (compile(pattern), *evidence, *check_start))
+                .collect(),
+            evidence: RegexSet::new(EVIDENCE.iter().map(|&evidence| evidence_pattern(evidence)))
+                .expect("static PII pattern compiles"),
         }
     }
 
     pub(super) fn spans(&self, haystack: &[u8]) -> Vec<(usize, usize)> {
+        let present: Vec<Evidence> =
+            self.evidence.matches(haystack).iter().map(|index| EVIDENCE[index]).chain([Evidence::Digit]).collect();
         let mut spans = Vec::new();
-        for (regex, check_start) in &self.patterns {
-            for found in regex.find_iter(haystack) {
-                if !check_start || starts_a_word(haystack, found.start()) {
-                    spans.push((found.start(), found.end()));
-                }
+        let us_city_state_zip = self.patterns.len() - 1;
+        for (index, (regex, evidence, check_start)) in self.patterns.iter().enumerate() {
+            if !present.contains(evidence) {
+                continue;
             }
-        }
-        for found in self.us_city_state_zip.find_iter(haystack) {
-            let city = found.as_bytes().split(|&byte| byte == b',' || byte == b' ').next().unwrap_or_default();
-            if !NOT_CITIES.iter().any(|word| word.as_bytes() == city) {
+            for found in regex.find_iter(haystack) {
+                if *check_start && !starts_a_word(haystack, found.start()) {
+                    continue;
+                }
+                if index == us_city_state_zip {
+                    let city = found.as_bytes().split(|&byte| byte == b',' || byte == b' ').next().unwrap_or_default();
+                    if NOT_CITIES.iter().any(|word| word.as_bytes() == city) {
+                        continue;
+                    }
+                }
                 spans.push((found.start(), found.end()));
             }
         }

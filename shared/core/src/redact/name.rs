@@ -6,7 +6,7 @@ use regex::bytes::Regex;
 
 /// Any of these words (case-insensitive) must be in the text for a name to be looked
 /// for; most chat lines have none of them, so the name patterns rarely run.
-const CUE_PATTERN: &str = r"(?i)name|irl|ooc|real life|out of character|\(\(|off[- ]?game|(?-u:\b)rl(?-u:\b)";
+const CUE_PATTERN: &str = r"(?i)name|irl|ooc|real life|out of character|\(\(|off[- ]?game| rl ";
 
 const UPPER: &str = r"\p{Lu}";
 const LOWER: &str = r"\p{Ll}";

@@ -58,9 +58,14 @@ impl PhoneFinder {
     /// Phone numbers in `haystack`, as non-overlapping byte ranges in order.
     pub(super) fn spans(&self, haystack: &[u8]) -> Vec<(usize, usize)> {
         let mut spans = Vec::new();
-        for run in self.run.find_iter(haystack) {
-            if run.as_bytes().iter().filter(|byte| byte.is_ascii_digit()).count() >= MIN_DIGITS {
-                self.spans_in_run(haystack, run.start(), run.end(), &mut spans);
+        for (window_start, window_end) in windows(haystack) {
+            let window = &haystack[..window_end];
+            let mut from = window_start;
+            while let Some(run) = self.run.find_at(window, from) {
+                if run.as_bytes().iter().filter(|byte| byte.is_ascii_digit()).count() >= MIN_DIGITS {
+                    self.spans_in_run(haystack, run.start(), run.end(), &mut spans);
+                }
+                from = run.end().max(run.start() + 1);
             }
         }
         spans
@@ -146,6 +151,32 @@ impl PhoneFinder {
     }
 }
 
+/// Stretches of digits and phone punctuation holding at least [`MIN_DIGITS`] digits:
+/// the only places a run can be long enough. A byte scan finds them far faster than the
+/// run pattern, which has no literal to skip ahead to, scans all text.
+fn windows(haystack: &[u8]) -> Vec<(usize, usize)> {
+    let mut windows = Vec::new();
+    let mut start = 0;
+    let mut digits = 0;
+    for (index, &byte) in haystack.iter().enumerate() {
+        match byte {
+            b'0'..=b'9' => digits += 1,
+            b' ' | b'.' | b'-' | b'/' | b'(' | b')' | b'+' => {}
+            _ => {
+                if digits >= MIN_DIGITS {
+                    windows.push((start, index));
+                }
+                start = index + 1;
+                digits = 0;
+            }
+        }
+    }
+    if digits >= MIN_DIGITS {
+        windows.push((start, haystack.len()));
+    }
+    windows
+}
+
 fn is_valid(region: Option<Id>, text: &str) -> bool {
     phonenumber::parse(region, text).is_ok_and(|number| phonenumber::is_valid(&number))
 }
@@ -192,12 +223,20 @@ fn candidate(
     (start, end)
 }
 
-/// Not glued to a word on either side ("ABC12345678", "v0201.1234.5678").
+/// Not glued to a word on either side ("ABC12345678", "v0201.1234.5678"), nor part of
+/// an identifier whose next part starts with a letter ("03048308-4643-c7ba-…", a UUID
+/// whose digit groups would otherwise cost a validation each).
 fn is_standalone(haystack: &[u8], start: usize, end: usize) -> bool {
-    let before = start.checked_sub(1).and_then(|index| haystack.get(index));
-    let after = haystack.get(end);
-    !before.is_some_and(|&byte| byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'_')
-        && !after.is_some_and(|&byte| byte.is_ascii_alphanumeric() || byte == b'_')
+    let byte_at = |index: Option<usize>| index.and_then(|index| haystack.get(index)).copied();
+    let is_word = |byte: Option<u8>| byte.is_some_and(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
+    let joins = |byte: Option<u8>| matches!(byte, Some(b'-' | b'.'));
+    let before = byte_at(start.checked_sub(1));
+    let after = byte_at(Some(end));
+    let glued_before =
+        is_word(before) || before == Some(b'.') || (joins(before) && is_word(byte_at(start.checked_sub(2))));
+    let glued_after =
+        is_word(after) || (joins(after) && byte_at(Some(end + 1)).is_some_and(|byte| byte.is_ascii_alphabetic()));
+    !glued_before && !glued_after
 }
 
 /// "12/03/2026", "05.06.2026", "2026-03-12": three groups shaped as a date. Some of them
