@@ -79,6 +79,8 @@ pub(super) fn patterns() -> Patterns {
     let direction = r"(?:\s+(?:N|S|E|W|NE|NW|SE|SW)(?-u:\b))?";
     let unit = r"(?:,?\s+(?:Apt\.?|Apartment|Suite|Ste\.?|Unit|Flat|\#)\s*[0-9A-Za-z-]{1,6})?";
     let flat = r"(?:(?:Flat|Apartment|Apt\.?|Unit|Suite)\s+[0-9A-Za-z]{1,5},?\s+)?";
+    // With a city and postcode after it, any capitalised street name is evidence
+    // enough ("1 Infinite Loop, Cupertino, CA 95014"); without, only a street type.
     let en_name_word = r"(?:[A-Z][A-Za-z'’.-]*|[0-9]{1,3}(?:st|nd|rd|th))";
 
     let fr_word = format!(r"[{UPPER}][{LOWER}]+(?:-(?:[{UPPER}]|[{LOWER}])[{LOWER}]+)*");
@@ -112,7 +114,7 @@ pub(super) fn patterns() -> Patterns {
     Patterns {
         en_street: format!(r"{LEGACY_STREET_PATTERN}(?-i:{direction})"),
         en_street_with_tail: format!(
-            r"(?-u:\b){flat}[0-9]{{1,5}}[A-Za-z]?\s+(?:{en_name_word}\s+){{1,4}}(?i:{EN_SUFFIXES})\.?{direction}{unit}(?:{us_tail}|{uk_tail})"
+            r"(?-u:\b){flat}[0-9]{{1,5}}[A-Za-z]?\s+(?:{en_name_word}\s+){{0,4}}(?:(?i:{EN_SUFFIXES})\.?|{en_name_word}){direction}{unit}(?:{us_tail}|{uk_tail})"
         ),
         fr_street: format!(r"{fr_number}\s+(?i:{FR_STRONG_WAYS})\s+{fr_name}(?:{eu_tail})?"),
         fr_street_with_tail: format!(r"{fr_number}\s+(?i:{FR_OTHER_WAYS})\s+{fr_name}{eu_tail}"),
