@@ -50,6 +50,29 @@ async fn rows_mentioning(env: &TestEnv, needle: Uuid) -> Vec<(String, i64)> {
     found
 }
 
+/// Per stream of the world, how many of its messages name `player` in their body or headers
+/// (hyphenated or simple form, any case), read message by message.
+async fn stream_messages_mentioning(env: &TestEnv, player: Uuid) -> Vec<(StreamKind, usize)> {
+    let needles = [player.hyphenated().to_string(), player.simple().to_string()];
+    let names = |text: &str| {
+        let text = text.to_ascii_lowercase();
+        needles.iter().any(|needle| text.contains(needle.as_str()))
+    };
+    let mut found = Vec::new();
+    for kind in StreamKind::ALL {
+        let messages = env.stream_messages(kind).await;
+        let count = messages
+            .iter()
+            .filter(|message| {
+                names(&String::from_utf8_lossy(&message.payload))
+                    || message.headers.iter().any(|(_, values)| values.iter().any(|value| names(value.as_str())))
+            })
+            .count();
+        found.push((kind, count));
+    }
+    found
+}
+
 async fn count_for(env: &TestEnv, sql: &'static str, player: Uuid) -> i64 {
     sqlx::query_scalar(sql).bind(player).fetch_one(&env.pool).await.unwrap()
 }
@@ -57,16 +80,14 @@ async fn count_for(env: &TestEnv, sql: &'static str, player: Uuid) -> i64 {
 #[tokio::test]
 async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings_nothing_back() {
     let env = TestEnv::new().await;
-    let services = [
-        env.spawn_ingest(&[]),
-        env.spawn_extract(&[]),
-        env.spawn_relate(&[]),
-        env.spawn_gossip(&["--gossip-tick-ms", "3600000"]),
-    ];
+    let ingest = env.spawn_ingest(&[]);
+    let services = [env.spawn_extract(&[]), env.spawn_relate(&[]), env.spawn_gossip(&["--gossip-tick-ms", "3600000"])];
     let pair = Pair::new();
     let bystander = Pair { npc_id: pair.npc_id, player_id: Uuid::new_v4() };
     let trade = fixtures::trade_conversation(Uuid::new_v4(), &pair);
     publish_conversation(&env, &trade).await;
+    // Two threats: the NPC turns hostile or cowers, a story signal naming the player.
+    publish_conversation(&env, &threat_conversation(Uuid::new_v4(), &pair)).await;
     publish_conversation(&env, &threat_conversation(Uuid::new_v4(), &pair)).await;
     publish_conversation(&env, &fixtures::trade_conversation(Uuid::new_v4(), &bystander)).await;
     // Knowledge about the player, held by the NPC, and a dead letter that names them.
@@ -86,11 +107,12 @@ async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings
     wait_until(WAIT, "the player's pipeline output", || async {
         count_for(&env, "SELECT count(*) FROM relationships WHERE player_id = $1", pair.player_id).await == 1
             && count_for(&env, "SELECT count(*) FROM applied_conversations WHERE player_id = $1", pair.player_id).await
-                == 2
+                == 3
             && count_for(&env, "SELECT count(*) FROM knowledge_facts WHERE subject_id = $1", pair.player_id).await >= 1
             && count_for(&env, "SELECT count(*) FROM relationships WHERE player_id = $1", bystander.player_id).await
                 == 1
             && !env.stream_messages(StreamKind::Dlq).await.is_empty()
+            && !env.stream_messages(StreamKind::Signals).await.is_empty()
     })
     .await;
     npcmem(&env, &["inject", &pair.npc_id.to_string(), &pair.player_id.to_string(), "--content", "Owes me a favour"])
@@ -98,7 +120,22 @@ async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings
         .assert_ok();
     let bystander_memories =
         count_for(&env, "SELECT count(*) FROM memories WHERE player_id = $1", bystander.player_id).await;
+    // A conversation still waiting in the work queue when the player is forgotten, its
+    // player id in the simple form and upper case, as a game may send it.
+    ingest.stop().await;
+    let mut waiting = threat_conversation(Uuid::new_v4(), &pair);
+    waiting["player_id"] = json!(pair.player_id.simple().to_string().to_uppercase());
+    publish_conversation(&env, &waiting).await;
     let before = rows_mentioning(&env, pair.player_id).await;
+    let streams_before = stream_messages_mentioning(&env, pair.player_id).await;
+    for kind in [StreamKind::Conversations, StreamKind::Events, StreamKind::World, StreamKind::Signals, StreamKind::Dlq]
+    {
+        assert!(
+            streams_before.iter().any(|(k, n)| *k == kind && *n > 0),
+            "{kind:?} names the player before: {streams_before:?}"
+        );
+    }
+    let bystander_events = stream_messages_mentioning(&env, bystander.player_id).await;
     for table in ["memories", "working_memory", "relationships", "conversations", "knowledge_facts", "admin_actions"] {
         assert!(before.iter().any(|(t, n)| t == table && *n > 0), "{table} mentions the player before: {before:?}");
     }
@@ -107,12 +144,20 @@ async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings
     assert_eq!(refused.code, exit_code::BAD_INPUT, "needs --yes: {}", refused.error);
     let forgot = npcmem(&env, &["forget-player", &pair.player_id.to_string(), "--yes"]).await;
     forgot.assert_ok();
-    assert!(forgot.stdout.contains("memories") && forgot.stdout.contains("dead letters"), "{}", forgot.stdout);
+    assert!(forgot.stdout.contains("memories") && forgot.stdout.contains("_EVENTS"), "{}", forgot.stdout);
+    let streams_after = stream_messages_mentioning(&env, pair.player_id).await;
+    assert!(streams_after.iter().all(|(_, n)| *n == 0), "a stream still names the player: {streams_after:?}");
+    assert_eq!(
+        stream_messages_mentioning(&env, bystander.player_id).await,
+        bystander_events,
+        "another player's messages stay"
+    );
+    let ingest = env.spawn_ingest(&[]);
 
     let after = rows_mentioning(&env, pair.player_id).await;
     for (table, count) in &after {
         let allowed = match table.as_str() {
-            "conversations" => 2, // the tombstones
+            "conversations" => 3, // the tombstones
             "player_privacy" => 1,
             _ => 0,
         };
@@ -128,12 +173,6 @@ async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings
         tombstones
             .iter()
             .all(|(state, transcript, name)| state == "forgotten" && transcript == &json!([]) && name.is_empty())
-    );
-    let letters = env.stream_messages(StreamKind::Dlq).await;
-    let needle = pair.player_id.to_string();
-    assert!(
-        letters.iter().all(|m| !String::from_utf8_lossy(&m.payload).contains(&needle)),
-        "no dead letter names the player"
     );
     assert_eq!(
         count_for(&env, "SELECT count(*) FROM memories WHERE player_id = $1", bystander.player_id).await,
@@ -159,6 +198,7 @@ async fn forget_player_leaves_only_tombstones_and_a_replayed_conversation_brings
             .unwrap();
     assert_eq!(actor, "test-admin");
     assert!(details["removed"]["memories"].as_u64().unwrap() >= 2, "{details}");
+    ingest.stop().await;
     for service in services {
         service.stop().await;
     }

@@ -497,27 +497,6 @@ pub async fn depth(bus: &Bus) -> Result<Depth, CliError> {
     Ok(Depth { stream: name, stream_exists: true, messages, bytes, by_consumer })
 }
 
-/// Deletes every dead letter whose body or headers contain `needle` (forget-player: the
-/// dead letters that mention a player); returns how many.
-pub(crate) async fn delete_mentioning(bus: &Bus, needle: &str) -> Result<u64, CliError> {
-    let stream = dlq_stream(bus).await?;
-    let needle_bytes = needle.as_bytes();
-    let mut deleted = 0;
-    for message in letters(&stream, &bus.topology.subject("dlq.>"), u64::MAX).await? {
-        let in_body = message.payload.windows(needle_bytes.len()).any(|window| window == needle_bytes);
-        let in_headers =
-            message.headers.iter().any(|(_, values)| values.iter().any(|value| value.as_str().contains(needle)));
-        if in_body || in_headers {
-            stream
-                .delete_message(message.sequence)
-                .await
-                .map_err(|error| CliError::failed("cannot delete a dead letter", error))?;
-            deleted += 1;
-        }
-    }
-    Ok(deleted)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,7 @@ mod privacy;
 mod recall;
 mod sample;
 mod stats;
+mod stream_erase;
 mod switches;
 mod table;
 mod transfer;

@@ -1,4 +1,4 @@
-//! Player privacy (seed open question 2): `opt-out` / `opt-in` (ingest stops or resumes
+//! Player privacy: `opt-out` / `opt-in` (ingest stops or resumes
 //! recording a player's conversations) and `forget-player` (the right to be forgotten:
 //! every row about the player goes, ledger rows stay as tombstones).
 
@@ -11,7 +11,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::CliError;
-use crate::{Context, dlq};
+use crate::{Context, stream_erase};
 
 #[derive(Debug, clap::Args)]
 pub struct ForgetArgs {
@@ -51,8 +51,9 @@ pub async fn set_opt_out(
 }
 
 /// Forgets a player: one transaction removes every row about them (see
-/// `privacy::forget_player`), then the dead letters that mention them are deleted and the
-/// enrichers drop their cached pairs. Prints what went, per table.
+/// `privacy::forget_player`), then every message of this world's streams that names them
+/// is erased (see `stream_erase`) and the enrichers drop their cached pairs. Prints what
+/// went, per table and per stream.
 pub async fn forget(context: &Context, args: ForgetArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if !args.yes {
         return Err(CliError::BadInput(format!(
@@ -62,17 +63,16 @@ pub async fn forget(context: &Context, args: ForgetArgs, out: &mut dyn Write) ->
     }
     let actor = context.options.actor()?;
     let pool = context.postgres().await?;
-    // NATS first: a forget that cannot reach the dead letters should not half-happen.
+    // NATS first: a forget that cannot reach the streams should not half-happen.
     let bus = context.bus().await?;
     let mut transaction = pool.begin().await?;
-    let mut report = privacy::forget_player(&mut transaction, args.player_id, Utc::now()).await?;
+    let report = privacy::forget_player(&mut transaction, args.player_id, Utc::now()).await?;
     let removed: serde_json::Map<String, serde_json::Value> =
         report.iter().map(|(table, rows)| (table.to_string(), json!(rows))).collect();
     // The log says a player was forgotten and how much went, not who.
     admin::record_action(&mut transaction, &actor, "forget-player", &json!({ "removed": removed })).await?;
     transaction.commit().await?;
-    let letters = dlq::delete_mentioning(&bus, &args.player_id.to_string()).await?;
-    report.push(("dead letters (DLQ stream)", letters));
+    let erased = stream_erase::erase_player(&bus, args.player_id).await?;
     context.invalidate_caches(&[CacheInvalidate { npc_id: None, player_id: Some(args.player_id) }]).await;
     writeln!(out, "forgot player {}", args.player_id)?;
     let mut table = crate::table::Table::new(&["table", "rows"]);
@@ -80,6 +80,11 @@ pub async fn forget(context: &Context, args: ForgetArgs, out: &mut dyn Write) ->
         table.row(vec![name.to_string(), rows.to_string()]);
     }
     table.write(out)?;
+    let mut streams = crate::table::Table::new(&["stream", "messages read", "erased"]);
+    for stream in &erased {
+        streams.row(vec![stream.stream.clone(), stream.scanned.to_string(), stream.erased.to_string()]);
+    }
+    streams.write(out)?;
     writeln!(
         out,
         "conversations older than now from this player are refused from here on; their ledger rows stay as tombstones"

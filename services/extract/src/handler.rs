@@ -461,7 +461,7 @@ fn conversation_of(claim: &ClaimedConversation) -> ConversationEnded {
 }
 
 /// The model's memories, or the rules extractor's when there are none (`None`: not
-/// asked, or it failed), followed by the safety filter (seed §Defense-in-Depth): every
+/// asked, or it failed), followed by the safety filter: every
 /// memory comes from a player conversation, so all are player-sourced.
 fn extract_with(claim: ClaimedConversation, from_llm: Option<Vec<ExtractedMemory>>) -> Extraction {
     let (extractor, extracted) = match from_llm {

@@ -1,4 +1,4 @@
-//! Player privacy (seed open question 2): opt-out and right-to-be-forgotten state.
+//! Player privacy: opt-out and right-to-be-forgotten state.
 
 use std::collections::HashMap;
 
@@ -102,7 +102,7 @@ pub async fn statuses(connection: &mut PgConnection, player_ids: &[Uuid]) -> Sto
 /// Rows `forget_player` removed (or blanked), per table, in the order they were handled.
 pub type ForgetReport = Vec<(&'static str, u64)>;
 
-/// The right to be forgotten (seed open question 2): in one transaction, under the
+/// The right to be forgotten: in one transaction, under the
 /// player's exclusive lock (ingest holds it shared while it reads privacy), removes every
 /// row about `player_id` — memories, working memory, relationships and their ledger,
 /// knowledge about them (gossip copies included), the audit rows, faction reputation and

@@ -1,4 +1,4 @@
-//! Real-world PII redaction (seed §PII Redaction Layer, extended for issue 20).
+//! Real-world PII redaction.
 //!
 //! Conversation text passes through here before it is stored or reaches an LLM, and
 //! dead-letter bodies before they are published. Character names, roles and factions
