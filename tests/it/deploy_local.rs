@@ -41,3 +41,107 @@ async fn up_against_a_nats_without_room_says_why_and_starts_nothing() {
     assert!(streams.is_empty(), "no stream left behind, the probe included: {streams:?}");
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+/// The binaries `up` starts, as the test package builds them (same entry points).
+const BINARIES: [(&str, &str); 7] = [
+    ("npcmem-ingest", env!("CARGO_BIN_EXE_it-npcmem-ingest")),
+    ("npcmem-extract", env!("CARGO_BIN_EXE_it-npcmem-extract")),
+    ("npcmem-relate", env!("CARGO_BIN_EXE_it-npcmem-relate")),
+    ("npcmem-consolidate", env!("CARGO_BIN_EXE_it-npcmem-consolidate")),
+    ("npcmem-gossip", env!("CARGO_BIN_EXE_it-npcmem-gossip")),
+    ("npcmem-enrich", env!("CARGO_BIN_EXE_it-npcmem-enrich")),
+    ("npcmem", env!("CARGO_BIN_EXE_it-npcmem")),
+];
+
+/// Runs `deploy/local/down` for the world when dropped, so a failed assertion leaves no
+/// servers or services running.
+struct World {
+    root: std::path::PathBuf,
+    scratch: std::path::PathBuf,
+    /// Where `up` put the private PostgreSQL cluster when its user cannot reach the
+    /// scratch directory (running as root); `down` stops it and keeps its data.
+    outside_cluster: Option<std::path::PathBuf>,
+}
+
+impl World {
+    /// A command with none of the caller's `NPCMEM_*` variables: as a new user's shell.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+        let mut command = std::process::Command::new(program);
+        command.env_clear().current_dir(self.scratch.join("world"));
+        for key in ["PATH", "HOME", "USER", "LANG", "TMPDIR"] {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+        command
+    }
+
+    fn script(&self, name: &str) -> std::process::Command {
+        let mut command = self.command("bash");
+        command
+            .arg(self.root.join("deploy/local").join(name))
+            .env("NPCMEM_LOCAL_DIR", self.scratch.join("world/.local"))
+            .env("CARGO_TARGET_DIR", self.scratch.join("target"));
+        command
+    }
+
+    /// The pids `up` recorded that still run.
+    fn running(&self) -> Vec<String> {
+        let run = self.scratch.join("world/.local/run");
+        let Ok(entries) = std::fs::read_dir(&run) else { return Vec::new() };
+        entries
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().ends_with(".pid"))
+            .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+            .map(|pid| pid.trim().to_string())
+            .filter(|pid| Path::new("/proc").join(pid).exists())
+            .collect()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.script("down").output();
+        let _ = std::fs::remove_dir_all(&self.scratch);
+        if let Some(cluster) = &self.outside_cluster {
+            let _ = std::fs::remove_dir_all(cluster);
+        }
+    }
+}
+
+#[test]
+fn after_up_on_private_servers_the_demo_finds_the_system_with_no_variables_set() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf();
+    // Inside the build directory: the binaries are hard-linked, not copied.
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("up-{}", uuid::Uuid::new_v4().simple()));
+    let release = scratch.join("target/release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::create_dir_all(scratch.join("world")).unwrap();
+    for (name, built) in BINARIES {
+        if std::fs::hard_link(built, release.join(name)).is_err() {
+            std::fs::copy(built, release.join(name)).unwrap();
+        }
+    }
+    let mut world = World { root, scratch, outside_cluster: None };
+
+    let up = world.script("up").env("NPCMEM_SKIP_BUILD", "1").env("NPCMEM_PRIVATE_SERVERS", "1").output().unwrap();
+    let (up_out, up_err) = (String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
+    world.outside_cluster = up_err
+        .split_once("so the cluster lives in ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .map(std::path::PathBuf::from);
+    assert!(up.status.success(), "up succeeds:\n{up_out}\n{up_err}");
+    assert!(up_out.lines().count() + up_err.lines().count() <= 40, "up prints at most a screen:\n{up_out}\n{up_err}");
+    let env_file = std::fs::read_to_string(world.scratch.join("world/.local/env")).expect("up writes .local/env");
+    assert!(env_file.contains("NPCMEM_NATS_URL=") && !env_file.contains(":4222"), "a private NATS: {env_file}");
+
+    // The demo from the world's directory, nothing set: it reads .local/env.
+    let demo = world.command(release.join("npcmem")).args(["demo", "--timeout-secs", "60"]).output().unwrap();
+    let (demo_out, demo_err) = (String::from_utf8_lossy(&demo.stdout), String::from_utf8_lossy(&demo.stderr));
+    assert!(demo.status.success(), "the demo succeeds:\n{demo_out}\n{demo_err}");
+    assert!(demo_out.contains("=== Brom's prompt after the scene ==="), "{demo_out}");
+
+    let down = world.script("down").output().unwrap();
+    assert!(down.status.success(), "down succeeds: {}", String::from_utf8_lossy(&down.stderr));
+    assert!(world.running().is_empty(), "nothing left running: {:?}", world.running());
+}

@@ -14,6 +14,7 @@ mod connect;
 mod consolidate;
 mod demo;
 mod dlq;
+mod entry;
 pub mod env_file;
 mod error;
 pub mod extraction_set;
@@ -38,6 +39,7 @@ use npcmem_bus::Topology;
 use npcmem_service::CommonConfig;
 use uuid::Uuid;
 
+pub use entry::main;
 pub use error::{CliError, exit_code};
 
 #[derive(Debug, Parser)]
