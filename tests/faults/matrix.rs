@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use npcmem_bus::topology::StreamKind;
 use npcmem_llm::mock::{MockLlmServer, MockReply, Responder, SAMPLE_EXTRACTION};
+use npcmem_tests::TestEnv;
 use npcmem_tests::fixtures::{self, Pair};
 use npcmem_tests::nats_server::PrivateNats;
+use npcmem_tests::postgres_server::PrivatePostgres;
 use npcmem_tests::process::ServiceProcess;
-use npcmem_tests::tcp_proxy::TcpProxy;
-use npcmem_tests::{TestEnv, admin_database_url, with_database};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -70,7 +70,7 @@ impl Fault {
             Fault::None => "no fault (baseline)".into(),
             Fault::Kill(service) => format!("kill -9 {service} mid-burst, restart"),
             Fault::NatsRestart => "NATS killed and restarted".into(),
-            Fault::PostgresRestart => "Postgres connections cut, down 3 s".into(),
+            Fault::PostgresRestart => "Postgres stopped (fast), down 3 s, restarted".into(),
             Fault::PublishedThrice => "every message published 3×".into(),
             Fault::Llm(LlmFault::TooManyRequests) => "LLM answers 429 to every other call".into(),
             Fault::Llm(LlmFault::ServerError) => "LLM answers 500 to every other call".into(),
@@ -93,7 +93,8 @@ struct Counts {
 struct System {
     env: TestEnv,
     nats: PrivateNats,
-    proxy: Option<TcpProxy>,
+    /// The cell's own PostgreSQL when the cell restarts it; else the shared one.
+    postgres: Option<PrivatePostgres>,
     llm: Option<MockLlmServer>,
     processes: HashMap<&'static str, ServiceProcess>,
 }
@@ -101,13 +102,10 @@ struct System {
 impl System {
     async fn start(fault: Fault) -> Self {
         let nats = PrivateNats::start().await;
-        let env = TestEnv::with_nats(&nats.url()).await;
-        let proxy = if fault == Fault::PostgresRestart {
-            let admin = admin_database_url();
-            let authority = admin.split('@').nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("127.0.0.1:5432");
-            Some(TcpProxy::start(authority.to_string()).await)
-        } else {
-            None
+        let postgres = (fault == Fault::PostgresRestart).then(PrivatePostgres::start);
+        let env = match &postgres {
+            Some(postgres) => TestEnv::with_servers(&nats.url(), &postgres.admin_url()).await,
+            None => TestEnv::with_nats(&nats.url()).await,
         };
         let llm = match fault {
             Fault::Llm(mode) => Some(
@@ -117,7 +115,7 @@ impl System {
             ),
             _ => None,
         };
-        let mut system = Self { env, nats, proxy, llm, processes: HashMap::new() };
+        let mut system = Self { env, nats, postgres, llm, processes: HashMap::new() };
         for service in SERVICES {
             system.spawn(service);
         }
@@ -126,13 +124,6 @@ impl System {
 
     fn args(&self, service: &str) -> Vec<String> {
         let mut args = self.env.common_args();
-        if let Some(proxy) = &self.proxy {
-            let admin = admin_database_url();
-            let authority = admin.split('@').nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("127.0.0.1:5432");
-            let proxied =
-                with_database(&admin.replace(authority, &format!("127.0.0.1:{}", proxy.port)), &self.env.database_name);
-            args.extend(["--database-url".to_string(), proxied]);
-        }
         if service == "extract"
             && let Some(llm) = &self.llm
         {
@@ -243,7 +234,7 @@ async fn run_cell(fault: Fault, conversations: usize) -> Counts {
     match fault {
         Fault::Kill(service) => system.kill(service).await,
         Fault::NatsRestart => system.nats.kill().await,
-        Fault::PostgresRestart => system.proxy.as_ref().expect("a proxy").set_down(true),
+        Fault::PostgresRestart => system.postgres.as_ref().expect("a private Postgres").stop_server(),
         Fault::None | Fault::PublishedThrice | Fault::Llm(_) => {}
     }
     if fault == Fault::NatsRestart {
@@ -257,7 +248,7 @@ async fn run_cell(fault: Fault, conversations: usize) -> Counts {
     }
     match fault {
         Fault::Kill(service) => system.spawn(service),
-        Fault::PostgresRestart => system.proxy.as_ref().expect("a proxy").set_down(false),
+        Fault::PostgresRestart => system.postgres.as_ref().expect("a private Postgres").start_server(),
         _ => {}
     }
     let total = conversations as i64;

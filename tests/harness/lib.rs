@@ -4,6 +4,7 @@
 
 pub mod fixtures;
 pub mod nats_server;
+pub mod postgres_server;
 pub mod process;
 pub mod tcp_proxy;
 
@@ -81,6 +82,8 @@ pub fn with_database(url: &str, database: &str) -> String {
 
 pub struct TestEnv {
     pub id: String,
+    /// The server's admin URL the test database was created from (and is dropped through).
+    pub admin_url: String,
     pub database_name: String,
     pub database_url: String,
     pub nats_url: String,
@@ -97,13 +100,18 @@ impl TestEnv {
 
     /// A test environment on the given NATS server (fault tests bring their own).
     pub async fn with_nats(nats_url: &str) -> Self {
+        Self::with_servers(nats_url, &admin_database_url()).await
+    }
+
+    /// A test environment on the given NATS server and PostgreSQL (admin URL).
+    pub async fn with_servers(nats_url: &str, admin_url: &str) -> Self {
         init_tracing();
         let id = Uuid::new_v4().simple().to_string()[..12].to_string();
         let database_name = format!("npcmem_test_{id}");
-        npcmem_store::ensure_database(&admin_database_url(), &database_name)
+        npcmem_store::ensure_database(admin_url, &database_name)
             .await
             .expect("the test Postgres accepts CREATE DATABASE");
-        let database_url = with_database(&admin_database_url(), &database_name);
+        let database_url = with_database(admin_url, &database_name);
         let pool = npcmem_store::connect(&database_url, &npcmem_store::PoolOptions::default())
             .await
             .expect("the test database accepts connections");
@@ -118,7 +126,17 @@ impl TestEnv {
         };
         let topology = Topology::new(&format!("t{id}"), &format!("T{id}"), settings);
         topology.ensure(&js).await.expect("the topology can be created");
-        Self { id, database_name, database_url, nats_url: nats_url.to_string(), nats, js, pool, topology }
+        Self {
+            id,
+            admin_url: admin_url.to_string(),
+            database_name,
+            database_url,
+            nats_url: nats_url.to_string(),
+            nats,
+            js,
+            pool,
+            topology,
+        }
     }
 
     /// Arguments every service gets: this test's servers, prefixes, and fast retries.
@@ -319,7 +337,7 @@ impl TestEnv {
     /// test still holds, so this never waits on a connection the test kept).
     pub async fn cleanup(self) {
         let _ = self.topology.delete_all(&self.js).await;
-        let _ = npcmem_store::pool::drop_database(&admin_database_url(), &self.database_name).await;
+        let _ = npcmem_store::pool::drop_database(&self.admin_url, &self.database_name).await;
     }
 }
 
