@@ -326,8 +326,26 @@ impl TestEnv {
             return messages;
         }
         for sequence in state.first_sequence..=state.last_sequence {
-            if let Ok(message) = stream.get_raw_message(sequence).await {
-                messages.push(message);
+            // A deleted sequence is a gap; any other error (a timeout on a busy machine) is
+            // retried, so a message that exists is never silently left out.
+            let mut attempt = 0;
+            loop {
+                match stream.get_raw_message(sequence).await {
+                    Ok(message) => {
+                        messages.push(message);
+                        break;
+                    }
+                    Err(error)
+                        if matches!(error.kind(), jetstream::stream::LastRawMessageErrorKind::NoMessageFound) =>
+                    {
+                        break;
+                    }
+                    Err(error) => {
+                        attempt += 1;
+                        assert!(attempt < 10, "cannot read message {sequence}: {error}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
             }
         }
         messages

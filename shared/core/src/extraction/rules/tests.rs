@@ -181,3 +181,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_betrayal_needs_more_than_the_word_lie() {
+    // An accusation is not its own proof; a correction of small talk wrongs no one.
+    assert!(!kinds(&[(Player, "I never said that."), (Npc, "You lied.")]).contains(&"betrayal"));
+    assert!(
+        !kinds(&[(Player, "Actually that was a lie, I can't do calculus and it makes me sad.")]).contains(&"betrayal")
+    );
+    assert!(
+        kinds(&[(Npc, "You lied to me. The mine was never yours to sell.")]).contains(&"betrayal"),
+        "the accusation with what exposed it"
+    );
+    assert!(
+        kinds(&[(Player, "That was a lie. I never had the map you paid for.")]).contains(&"betrayal"),
+        "a lie owned up to, about what the NPC was told"
+    );
+}
+
+#[test]
+fn working_it_off_is_a_promise_only_where_something_is_owed() {
+    assert!(
+        !kinds(&[(Player, "I should stock up on carbs now because I will definitely work it off next year.")])
+            .contains(&"promise")
+    );
+    assert!(
+        kinds(&[(Npc, "Who pays for the window?"), (Player, "I broke it. I'll work it off.")]).contains(&"promise")
+    );
+}

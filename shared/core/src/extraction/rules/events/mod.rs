@@ -163,6 +163,8 @@ pub(crate) struct Patterns {
     petty: Regex,
     betray_admit: Regex,
     betray_accuse: Regex,
+    lie_owned: Regex,
+    debt: Regex,
     exposed: Regex,
     vow: Regex,
     vow_past: Regex,
@@ -282,6 +284,11 @@ impl Patterns {
             betray_admit: compile(
                 r"\bi (?:lied to you|lied about|deceived you|tricked you|betrayed you|broke my (?:word|promise|oath)|sold you out|should not have lied|shouldn't have lied|know i said i'd|know i promised|told you i'd [a-z']+ it because|never (?:meant|intended) to (?:pay|return|keep|bring))\b|\b(?:that was|it was) (?:untrue|a lie|false)\b|\bi let you (?:suspect|believe|think)\b|\btoo ashamed to tell you\b|\bi couldn't face telling you\b",
             ),
+            // "I'll work it off" repays only where something is owed.
+            debt: compile(
+                r"\b(?:owe|owed|owing|owes|debt|pay|paid|repay|coin|credit|cost|damage|broke|broken|smashed|wages)\b",
+            ),
+            lie_owned: compile(r"^(?:that was|it was) (?:untrue|a lie|false)$"),
             betray_accuse: compile(
                 r"\byou (?:lied|swore|promised|told me you|said you'd|said you would|gave (?:me )?your word|sold me (?:out|for|to)|betrayed|deceived|tricked|cheated|painted)\b",
             ),

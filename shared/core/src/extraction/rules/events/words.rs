@@ -10,7 +10,16 @@ impl Patterns {
                 let m = c.get(0).map_or(0..0, |m| m.range());
                 !negated(plain, m.start) && commits(plain, m.start, &plain[m.clone()])
             }) && !self.vow_past.is_match(plain);
-            let committed = Self::found(&self.commitment, s)
+            // The debt is named in this message or the three before it.
+            let owed = || {
+                scene.sentences.iter().any(|other| {
+                    other.message + 3 >= s.message && other.message <= s.message && self.debt.is_match(&other.plain)
+                })
+            };
+            let committed = self
+                .commitment
+                .find_iter(plain)
+                .any(|m| !negated(plain, m.start()) && (!m.as_str().ends_with("work it off") || owed()))
                 && !self.hypothetical.is_match(plain)
                 && !self.commitment_excluded.is_match(plain);
             (vowed || committed) && !plain.ends_with('?') && !self.laughed_off(scene, *index)

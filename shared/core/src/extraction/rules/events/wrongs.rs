@@ -155,17 +155,41 @@ impl Patterns {
     }
 
     pub(super) fn betrayal(&self, scene: &Scene<'_>) -> Option<Finding> {
-        let admitted = Self::player_sentences(scene).find(|(_, s)| Self::found(&self.betray_admit, s));
+        // "That was a lie" owns up to a lie told to the NPC only when the message is about
+        // them ("you", "your") or the NPC had called something out; else it corrects small
+        // talk ("that was a lie, I can't do calculus").
+        let told_to_npc = |sentence: &Sentence<'_>| {
+            let about_npc = scene.sentences.iter().any(|other| {
+                other.message == sentence.message && other.by(Speaker::Player) && mentions_you(&other.plain)
+            });
+            let called_out = scene.sentences.iter().any(|other| {
+                other.by(Speaker::Npc)
+                    && other.message < sentence.message
+                    && (self.betray_accuse.is_match(&other.plain) || self.exposed.is_match(&other.plain))
+            });
+            about_npc || called_out
+        };
+        let admitted = Self::player_sentences(scene).find(|(_, s)| {
+            self.betray_admit
+                .find_iter(&s.plain)
+                .any(|m| !negated(&s.plain, m.start()) && (!self.lie_owned.is_match(m.as_str()) || told_to_npc(s)))
+        });
         let accused = || {
             Self::npc_sentences(scene).find(|(index, s)| {
                 if !Self::found(&self.betray_accuse, s) || s.plain.ends_with('?') {
                     return false;
                 }
-                let exposed = scene.sentences.iter().any(|other| {
+                // The evidence is something besides the accusation ("you lied" is not its
+                // own proof).
+                let accusations: Vec<std::ops::Range<usize>> =
+                    self.betray_accuse.find_iter(&s.plain).map(|m| m.range()).collect();
+                let exposed = scene.sentences.iter().enumerate().any(|(at, other)| {
                     other.by(Speaker::Npc)
                         && other.message + 1 >= s.message
                         && other.message <= s.message + 2
-                        && self.exposed.is_match(&other.plain)
+                        && self.exposed.find_iter(&other.plain).any(|m| {
+                            at != *index || !accusations.iter().any(|a| a.start < m.end() && m.start() < a.end)
+                        })
                 });
                 let conceded = scene.reply_to(*index).any(|reply| {
                     self.concede.is_match(&reply.plain)
@@ -194,4 +218,11 @@ impl Patterns {
             valence: None,
         })
     }
+}
+
+/// The line speaks to or about the listener.
+fn mentions_you(plain: &str) -> bool {
+    plain
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .any(|w| matches!(w, "you" | "your" | "yours" | "you're" | "you've" | "thee" | "thou" | "thy"))
 }
