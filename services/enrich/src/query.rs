@@ -1,104 +1,22 @@
-//! The structured query API (seed MemoryQueryAPI) for game systems that need
-//! numbers, not prose: `P.query.relationship`, `P.query.memories`, `P.query.knowledge`,
-//! and `P.query.recall` (search one pair's past by text).
+//! The structured query API for game systems that need numbers, not prose:
+//! `P.query.relationship`, `P.query.memories`, `P.query.knowledge`, and `P.query.recall`
+//! (search one pair's past by text). The request and reply types are in
+//! `npcmem_core::wire`.
 
-use chrono::{DateTime, Utc};
-use npcmem_core::memory::MemoryType;
+use chrono::Utc;
 use npcmem_core::recall::{self, TurnVectors};
 
 use crate::enricher::QueryEmbedder;
 use crate::loader::load_recall;
 use npcmem_core::relationship::{Dimension, RelateRules, Relationship, faction_modifier};
-use npcmem_core::wire::schema_v1;
-use npcmem_core::wire::{ErrorReply, Speaker};
+use npcmem_core::wire::{
+    KnowledgeAnswer, KnowledgeFact, KnowledgeQuery, MemoriesAnswer, MemoriesQuery, MemoryItem, RecallAnswer,
+    RecallQuery, RecalledTurn, RelationshipAnswer, RelationshipQuery,
+};
 use npcmem_store::context::{self as reads, Fact, MemoryFilter};
 use npcmem_store::factions::{self, Side};
 use npcmem_store::recall::TurnFilter;
 use npcmem_store::{PgPool, StoreError, relationships};
-use serde::{Deserialize, Serialize};
-use uuid::Uuid;
-
-#[derive(Debug, Deserialize)]
-pub struct RelationshipQuery {
-    #[serde(default = "schema_v1")]
-    pub schema_version: u32,
-    pub npc_id: Uuid,
-    pub player_id: Uuid,
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct RelationshipAnswer {
-    pub npc_id: Uuid,
-    pub player_id: Uuid,
-    pub has_met: bool,
-    pub stage: String,
-    pub disposition: f64,
-    pub trust: f64,
-    pub fear: f64,
-    pub respect: f64,
-    pub loyalty: f64,
-    pub friendliness: f64,
-    pub romantic_interest: f64,
-    pub interaction_count: i32,
-    pub version: i64,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct MemoriesQuery {
-    #[serde(default = "schema_v1")]
-    pub schema_version: u32,
-    pub npc_id: Uuid,
-    pub player_id: Uuid,
-    /// All must match.
-    #[serde(default)]
-    pub tags: Vec<String>,
-    #[serde(default)]
-    pub min_importance: Option<f64>,
-    #[serde(default)]
-    pub memory_type: Option<MemoryType>,
-    /// Case-insensitive substring of the content.
-    #[serde(default)]
-    pub contains: Option<String>,
-    #[serde(default)]
-    pub limit: Option<i64>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct MemoriesAnswer {
-    pub count: i64,
-    pub has_memory_matching: bool,
-    pub memories: Vec<MemoryItem>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct MemoryItem {
-    pub id: Uuid,
-    pub memory_type: MemoryType,
-    pub content: String,
-    pub tags: Vec<String>,
-    pub importance: f64,
-    pub locked: bool,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct KnowledgeQuery {
-    #[serde(default = "schema_v1")]
-    pub schema_version: u32,
-    pub npc_id: Uuid,
-    #[serde(default)]
-    pub tag: Option<String>,
-    #[serde(default)]
-    pub subject_id: Option<Uuid>,
-    #[serde(default)]
-    pub limit: Option<i64>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct KnowledgeAnswer {
-    pub knows_fact: bool,
-    pub facts: Vec<Fact>,
-}
 
 pub async fn relationship(
     pool: &PgPool,
@@ -177,67 +95,21 @@ pub async fn knowledge(pool: &PgPool, query: &KnowledgeQuery) -> Result<Knowledg
     let facts =
         reads::knowledge(&mut connection, query.npc_id, Utc::now(), query.tag.as_deref(), query.subject_id, limit)
             .await?;
+    let facts: Vec<KnowledgeFact> = facts.into_iter().map(wire_fact).collect();
     Ok(KnowledgeAnswer { knows_fact: !facts.is_empty(), facts })
 }
 
-#[derive(Debug, Deserialize)]
-pub struct RecallQuery {
-    #[serde(default = "schema_v1")]
-    pub schema_version: u32,
-    pub npc_id: Uuid,
-    pub player_id: Uuid,
-    /// Words to search for; without it the newest turns come first.
-    #[serde(default)]
-    pub text: Option<String>,
-    /// Said at or after (RFC 3339).
-    #[serde(default)]
-    pub from: Option<DateTime<Utc>>,
-    /// Said at or before (RFC 3339).
-    #[serde(default)]
-    pub to: Option<DateTime<Utc>>,
-    /// `player` or `npc`.
-    #[serde(default)]
-    pub speaker: Option<Speaker>,
-    /// 1..=200, default 20.
-    #[serde(default)]
-    pub limit: Option<i64>,
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct RecallAnswer {
-    /// Turns that matched (before the limit).
-    pub count: usize,
-    pub turns: Vec<RecalledTurn>,
-    /// `embedder` when the question could not be embedded: the ranking is lexical only.
-    pub degraded: Vec<String>,
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct RecalledTurn {
-    pub conversation_id: Uuid,
-    /// Position in its conversation, from 0.
-    pub turn: u32,
-    pub speaker: Speaker,
-    pub text: String,
-    pub said_at: DateTime<Utc>,
-    /// BM25 relevance to `text`; null when no text was given.
-    pub score: Option<f64>,
-}
-
-impl RecallQuery {
-    /// The query's own mistakes, named by field.
-    pub fn check(&self) -> Result<(), ErrorReply> {
-        if let (Some(from), Some(to)) = (self.from, self.to)
-            && from > to
-        {
-            return Err(ErrorReply::at_field("invalid_field", "from", format!("from ({from}) is after to ({to})")));
-        }
-        if let Some(limit) = self.limit
-            && !(1..=200).contains(&limit)
-        {
-            return Err(ErrorReply::at_field("invalid_field", "limit", format!("limit {limit} is outside 1..=200")));
-        }
-        Ok(())
+fn wire_fact(fact: Fact) -> KnowledgeFact {
+    KnowledgeFact {
+        id: fact.id,
+        category: fact.category,
+        subject_id: fact.subject_id,
+        content: fact.content,
+        tags: fact.tags,
+        confidence: fact.confidence,
+        importance: fact.importance,
+        source: fact.source,
+        told: fact.told,
     }
 }
 

@@ -49,23 +49,29 @@ impl Handlers {
         match endpoint {
             Endpoint::Context => self.context(payload).await,
             Endpoint::Relationship => {
-                run(payload, |q: query::RelationshipQuery| async move {
+                run(payload, |q: npcmem_core::wire::RelationshipQuery| async move {
                     query::relationship(&self.pool, &self.rules, &q).await
                 })
                 .await
             }
             Endpoint::Memories => {
-                run(payload, |q: query::MemoriesQuery| async move { query::memories(&self.pool, &q).await }).await
+                run(payload, |q: npcmem_core::wire::MemoriesQuery| async move { query::memories(&self.pool, &q).await })
+                    .await
             }
             Endpoint::Knowledge => {
-                run(payload, |q: query::KnowledgeQuery| async move { query::knowledge(&self.pool, &q).await }).await
+                run(
+                    payload,
+                    |q: npcmem_core::wire::KnowledgeQuery| async move { query::knowledge(&self.pool, &q).await },
+                )
+                .await
             }
             Endpoint::Recall => self.recall(payload).await,
         }
     }
 
     async fn recall(&self, payload: &[u8]) -> Result<Vec<u8>, ErrorReply> {
-        let query: query::RecallQuery = decode_message(payload, MAX_REQUEST_BYTES).map_err(ErrorReply::from)?;
+        let query: npcmem_core::wire::RecallQuery =
+            decode_message(payload, MAX_REQUEST_BYTES).map_err(ErrorReply::from)?;
         query.check()?;
         let answer =
             query::recall(&self.pool, self.enricher.loader.recall_max_turns, self.enricher.embedder.as_ref(), &query)

@@ -468,6 +468,181 @@ fn full_confidence() -> f64 {
 }
 
 // ---------------------------------------------------------------------------
+// query.* (game server → enrich): numbers, not prose
+// ---------------------------------------------------------------------------
+
+/// `P.query.relationship`: one pair's relationship as numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationshipQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+}
+
+/// The reply to `P.query.relationship`; a pair that never met gets the initial values
+/// (with the faction modifier) and `has_met: false`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationshipAnswer {
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    pub has_met: bool,
+    pub stage: String,
+    pub disposition: f64,
+    pub trust: f64,
+    pub fear: f64,
+    pub respect: f64,
+    pub loyalty: f64,
+    pub friendliness: f64,
+    pub romantic_interest: f64,
+    pub interaction_count: i32,
+    pub version: i64,
+}
+
+/// `P.query.memories`: a pair's memories, filtered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoriesQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    /// All must match.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub min_importance: Option<f64>,
+    #[serde(default)]
+    pub memory_type: Option<MemoryType>,
+    /// Case-insensitive substring of the content.
+    #[serde(default)]
+    pub contains: Option<String>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// The reply to `P.query.memories`: `count` before the limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoriesAnswer {
+    pub count: i64,
+    pub has_memory_matching: bool,
+    pub memories: Vec<MemoryItem>,
+}
+
+/// One memory in a [`MemoriesAnswer`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryItem {
+    pub id: Uuid,
+    pub memory_type: MemoryType,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub importance: f64,
+    pub locked: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `P.query.knowledge`: what an NPC knows, by tag or subject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub subject_id: Option<Uuid>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// The reply to `P.query.knowledge`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeAnswer {
+    pub knows_fact: bool,
+    pub facts: Vec<KnowledgeFact>,
+}
+
+/// `P.query.recall`: search one pair's past turns by text, time and speaker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecallQuery {
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
+    pub npc_id: Uuid,
+    pub player_id: Uuid,
+    /// Words to search for; without it the newest turns come first.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Said at or after (RFC 3339).
+    #[serde(default)]
+    pub from: Option<DateTime<Utc>>,
+    /// Said at or before (RFC 3339).
+    #[serde(default)]
+    pub to: Option<DateTime<Utc>>,
+    /// `player` or `npc`.
+    #[serde(default)]
+    pub speaker: Option<Speaker>,
+    /// 1..=200, default 20.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// The reply to `P.query.recall`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecallAnswer {
+    /// Turns that matched (before the limit).
+    pub count: usize,
+    pub turns: Vec<RecalledTurn>,
+    /// `embedder` when the question could not be embedded: the ranking is lexical only.
+    pub degraded: Vec<String>,
+}
+
+/// One turn in a [`RecallAnswer`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecalledTurn {
+    pub conversation_id: Uuid,
+    /// Position in its conversation, from 0.
+    pub turn: u32,
+    pub speaker: Speaker,
+    pub text: String,
+    pub said_at: DateTime<Utc>,
+    /// BM25 relevance to `text`; null when no text was given.
+    pub score: Option<f64>,
+}
+
+/// A knowledge fact in a [`KnowledgeAnswer`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeFact {
+    pub id: Uuid,
+    pub category: String,
+    pub subject_id: Option<Uuid>,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub confidence: f64,
+    pub importance: f64,
+    /// `witnessed`, `gossip`, `world` or `conversation`.
+    pub source: String,
+    /// How the fact reads in its holder's prompt: its own experience, or heard from whom
+    /// and how far believed.
+    pub told: String,
+}
+
+impl RecallQuery {
+    /// The query's own mistakes, named by field.
+    pub fn check(&self) -> Result<(), ErrorReply> {
+        if let (Some(from), Some(to)) = (self.from, self.to)
+            && from > to
+        {
+            return Err(ErrorReply::at_field("invalid_field", "from", format!("from ({from}) is after to ({to})")));
+        }
+        if let Some(limit) = self.limit
+            && !(1..=200).contains(&limit)
+        {
+            return Err(ErrorReply::at_field("invalid_field", "limit", format!("limit {limit} is outside 1..=200")));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Enrich (core NATS request/reply and POST /v1/context)
 // ---------------------------------------------------------------------------
 
