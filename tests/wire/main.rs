@@ -5,6 +5,11 @@
 //! — the messages as clients send and receive them today — are still read and written
 //! back field for field, so a change that breaks an existing client fails here.
 //!
+//! The schemas themselves are generated from the Rust types (schemars, draft 2020-12: the
+//! doc comments and `#[schemars(...)]` limits of `npcmem_core::wire`, the fixtures as
+//! examples); the committed files must be what the types generate. After changing a wire
+//! type, write them anew with `NPCMEM_WRITE_SCHEMAS=1 cargo test -p npcmem-tests --test wire`.
+//!
 //! A fenced ```json block in the docs must follow a `<!-- wire: NAME … -->` line naming
 //! the message of each JSON document in it, or `none` for JSON that is not a message.
 
@@ -101,6 +106,102 @@ fn missing(sent: &Value, back: &Value, path: &str) -> Option<String> {
         (a, b) if a == b => None,
         (a, b) => Some(format!("{path}: sent {a}, read back as {b}")),
     }
+}
+
+/// The schema of each message in `docs/schemas`, generated from its Rust type.
+fn generated_schemas() -> Vec<(&'static str, Value)> {
+    fn schema<T: schemars::JsonSchema>() -> Value {
+        schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<T>().to_value()
+    }
+    let mut schemas = vec![
+        ("cache.invalidate", schema::<CacheInvalidate>()),
+        ("control.changed", schema::<ControlChanged>()),
+        ("conversation.ended", schema::<ConversationEnded>()),
+        ("enrich.reply", schema::<EnrichReply>()),
+        ("enrich.request", schema::<EnrichRequest>()),
+        ("error-reply", schema::<ErrorReply>()),
+        ("event.knowledge.learned", schema::<KnowledgeLearned>()),
+        ("event.memory.stored", schema::<MemoryStored>()),
+        ("event.relationship.changed", schema::<RelationshipChanged>()),
+        ("job.consolidate", schema::<ConsolidateJob>()),
+        ("job.extract", schema::<ExtractJob>()),
+        ("query.knowledge", schema::<KnowledgeQuery>()),
+        ("query.knowledge.reply", schema::<KnowledgeAnswer>()),
+        ("query.memories", schema::<MemoriesQuery>()),
+        ("query.memories.reply", schema::<MemoriesAnswer>()),
+        ("query.recall", schema::<RecallQuery>()),
+        ("query.recall.reply", schema::<RecallAnswer>()),
+        ("query.relationship", schema::<RelationshipQuery>()),
+        ("query.relationship.reply", schema::<RelationshipAnswer>()),
+        ("signal", schema::<Signal>()),
+        ("world.fact", schema::<WorldFact>()),
+        ("world.npc_moved", schema::<NpcMoved>()),
+        ("world.npc_profile", schema::<NpcProfile>()),
+        ("world.observation", schema::<Observation>()),
+        ("world.player_privacy", schema::<PlayerPrivacy>()),
+    ];
+    let fixtures = repository().join("tests/wire/fixtures");
+    for (name, schema) in &mut schemas {
+        unwrap_descriptions(schema);
+        let examples: Vec<Value> = std::fs::read_to_string(fixtures.join(format!("{name}.jsonl")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).expect("a fixture is JSON"))
+            .collect();
+        let object = schema.as_object_mut().expect("a schema object");
+        object.insert("$id".into(), Value::String(format!("{name}.schema.json")));
+        object.insert("title".into(), Value::String(name.to_string()));
+        object.insert("examples".into(), Value::Array(examples));
+    }
+    schemas
+}
+
+/// Doc comments are wrapped for the source; a description reads as one paragraph.
+fn unwrap_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            for (key, inner) in object.iter_mut() {
+                match inner {
+                    Value::String(text) if key == "description" => {
+                        *text = text.split("\n\n").map(|p| p.replace('\n', " ")).collect::<Vec<_>>().join("\n\n");
+                    }
+                    _ => unwrap_descriptions(inner),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_committed_schemas_are_the_ones_the_rust_types_generate() {
+    let dir = repository().join("docs/schemas");
+    let write = std::env::var_os("NPCMEM_WRITE_SCHEMAS").is_some();
+    let mut stale = Vec::new();
+    let generated = generated_schemas();
+    for (name, schema) in &generated {
+        let path = dir.join(format!("{name}.schema.json"));
+        let text = serde_json::to_string_pretty(schema).unwrap() + "\n";
+        if write {
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            stale.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    let committed: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().trim_end_matches(".schema.json").to_string())
+        .filter(|name| !generated.iter().any(|(generated, _)| generated == name))
+        .collect();
+    assert!(committed.is_empty(), "schemas no Rust type generates: {committed:?}");
+    assert!(
+        stale.is_empty(),
+        "these schemas differ from what the Rust types generate: {stale:?}; write them anew with \
+         NPCMEM_WRITE_SCHEMAS=1 cargo test -p npcmem-tests --test wire"
+    );
 }
 
 /// The schemas by message name (`conversation.ended` for conversation.ended.schema.json).

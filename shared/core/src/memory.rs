@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// The three memory kinds, stored in one table with this
 /// discriminator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryType {
     /// A specific interaction with temporal context ("Player bought a sword").
@@ -42,7 +42,9 @@ impl MemoryType {
 
 /// Whether a memory passed the content filter.
 /// The filter flags instead of lowering importance, so flagged memories stay auditable.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SafetyFlag {
     #[default]
@@ -67,7 +69,9 @@ impl SafetyFlag {
 
 /// Emotional colouring of an episode; the seed's extraction validator accepts exactly
 /// these three values and falls back to neutral for anything else.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EmotionalValence {
     Positive,

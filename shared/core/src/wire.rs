@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -26,48 +27,94 @@ pub fn schema_v1() -> u32 {
 // conversation.ended (game server → ingest)
 // ---------------------------------------------------------------------------
 
-/// `P.conversation.ended`: a finished player–NPC conversation, the main input.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.conversation.ended (default npcmem.conversation.ended), stream <STREAM_PREFIX>_CONVERSATIONS (work queue). A
+/// finished player-NPC conversation: game server -> ingest (durable <STREAM_PREFIX>_ingest). Set the header
+/// Nats-Msg-Id to conversation_id. Rust type: npcmem_core::wire::ConversationEnded, decoded by
+/// npcmem_core::validate::decode_conversation_ended. Limits shown are the defaults; ingest can be configured with
+/// other values (NPCMEM_MAX_MESSAGES, NPCMEM_MAX_MESSAGE_CHARS, NPCMEM_MAX_PAYLOAD_BYTES, NPCMEM_MAX_NAME_CHARS).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("$comment" = "Checked in this order, first failure wins: payload size > 65536 bytes (payload_too_large), UTF-8 (invalid_utf8), JSON object (invalid_json), schema_version, then the fields in a fixed order (ids, npc, player, location, timestamps, messages). The payload size limit and ended_at >= started_at cannot be expressed here."))]
 pub struct ConversationEnded {
+    /// Payload version. Only 1 exists; absent or null means 1. Any other value is dead-lettered with reason
+    /// schema_version.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("enum" = [1, null], "type" = ["integer", "null"]))]
     pub schema_version: u32,
+    /// Natural key of the conversation; also its Nats-Msg-Id. A second message with the same id is acknowledged and
+    /// ignored.
+    #[schemars(extend("not" = {"const": "00000000-0000-0000-0000-000000000000"}))]
     pub conversation_id: Uuid,
+    /// A UUID string, not the nil UUID. Absent or null -> missing_field; not a string, not a UUID, or nil ->
+    /// invalid_uuid. (The decoder also accepts the simple, braced and urn:uuid forms; send the hyphenated form.)
+    #[schemars(extend("not" = {"const": "00000000-0000-0000-0000-000000000000"}))]
     pub npc_id: Uuid,
+    /// A UUID string, not the nil UUID. Absent or null -> missing_field; not a string, not a UUID, or nil ->
+    /// invalid_uuid. (The decoder also accepts the simple, braced and urn:uuid forms; send the hyphenated form.)
+    #[schemars(extend("not" = {"const": "00000000-0000-0000-0000-000000000000"}))]
     pub player_id: Uuid,
+    /// The NPC side. Names, roles and factions are game data: stored as sent, never redacted. Not an object ->
+    /// invalid_field.
     pub npc: NpcInfo,
+    /// The player side. Not an object -> invalid_field.
     pub player: PlayerInfo,
+    /// Optional room or place name; at most 200 chars, no NUL -> else invalid_field. PII patterns in it are redacted
+    /// before it is stored.
     #[serde(default)]
+    #[schemars(length(max = 200), regex(pattern = r"^[^\u0000]*$"))]
     pub location: Option<String>,
+    /// RFC 3339 timestamp with an offset (Z or +hh:mm), normalised to UTC; otherwise invalid_field.
     pub started_at: DateTime<Utc>,
+    /// RFC 3339 timestamp; must not be before started_at (invalid_field). Not expressible in JSON Schema.
     pub ended_at: DateTime<Utc>,
+    /// The transcript, 1 to 200 entries. More than 200 -> too_many_messages (checked before anything else in the
+    /// list); empty or not an array -> invalid_field.
+    #[schemars(length(min = 1, max = 200))]
     pub messages: Vec<TranscriptMessage>,
 }
 
 /// The NPC side of a conversation. Names, roles and factions are game data, not PII.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NpcInfo {
+    /// Character or player name: 1 to 100 chars with at least one non-whitespace char and no NUL; otherwise
+    /// invalid_field (absent or null -> missing_field).
+    #[schemars(length(max = 100), regex(pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"))]
     pub name: String,
+    /// Optional; at most 100 chars (the name limit), no NUL -> else invalid_field.
     #[serde(default)]
+    #[schemars(length(max = 100), regex(pattern = r"^[^\u0000]*$"))]
     pub role: Option<String>,
+    /// Optional (absent or null = none). At most 32 entries, each a non-blank string of at most 100 chars without
+    /// NUL; otherwise invalid_field.
     #[serde(default)]
+    #[schemars(length(max = 32), inner(length(max = 100), regex(pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$")))]
     pub factions: Vec<String>,
 }
 
 /// The player side of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PlayerInfo {
+    /// Character or player name: 1 to 100 chars with at least one non-whitespace char and no NUL; otherwise
+    /// invalid_field (absent or null -> missing_field).
+    #[schemars(length(max = 100), regex(pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"))]
     pub name: String,
+    /// Optional (absent or null = none). At most 32 entries, each a non-blank string of at most 100 chars without
+    /// NUL; otherwise invalid_field.
     #[serde(default)]
+    #[schemars(length(max = 32), inner(length(max = 100), regex(pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$")))]
     pub factions: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptMessage {
+    /// Exactly 'player' or 'npc' (case-sensitive); other values -> invalid_field.
     pub speaker: Speaker,
+    /// At most 4000 chars (Unicode scalar values, not bytes) -> else text_too_long; no NUL -> else invalid_field. May
+    /// be empty. PII patterns are redacted before storage.
+    #[schemars(length(max = 4000), regex(pattern = r"^[^\u0000]*$"))]
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Speaker {
     Player,
@@ -87,30 +134,51 @@ impl Speaker {
 // Jobs and privacy
 // ---------------------------------------------------------------------------
 
-/// `P.job.extract` (ingest → extract). `Nats-Msg-Id` = conversation_id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// P.job.extract, stream <STREAM_PREFIX>_JOBS (work queue). Internal: ingest -> extract, published through the
+/// outbox with Nats-Msg-Id = conversation_id. Consumed by extract (durable <STREAM_PREFIX>_extract). Rust type:
+/// npcmem_core::wire::ExtractJob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ExtractJob {
+    /// Payload version, always 1 in messages npcmem produces.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub conversation_id: Uuid,
 }
 
-/// `P.job.consolidate` (consolidate scheduler → consolidate).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// P.job.consolidate, stream <STREAM_PREFIX>_JOBS (work queue). Internal: the consolidate service's consolidate
+/// job (scheduled, or npcmem consolidate run consolidate) -> consolidate workers (durable
+/// <STREAM_PREFIX>_consolidate, shared by the replicas), one per pair with a cluster, through the outbox;
+/// Nats-Msg-Id = consolidate-<npc_id>-<player_id>-<run time in Unix seconds>. Rust type:
+/// npcmem_core::wire::ConsolidateJob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ConsolidateJob {
+    /// Payload version, always 1 in messages npcmem produces.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub npc_id: Uuid,
     pub player_id: Uuid,
 }
 
-/// `P.world.player_privacy` (game server → ingest-privacy): a player opted in or out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// P.world.player_privacy, stream <STREAM_PREFIX>_WORLD (limits, 7 days). A player opted in or out of NPC memory:
+/// game server -> ingest (durable <STREAM_PREFIX>_ingest-privacy). For one player the message with the newest
+/// `at` wins, whatever the arrival order. Rust type: npcmem_core::wire::PlayerPrivacy, decoded by
+/// npcmem_core::validate::decode_message (same envelope checks and 64 KiB default size limit as
+/// conversation.ended).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PlayerPrivacy {
+    /// Payload version. Only 1 exists; absent or null means 1. Any other value is dead-lettered with reason
+    /// schema_version.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("enum" = [1, null], "type" = ["integer", "null"]))]
     pub schema_version: u32,
+    /// Absent or null -> missing_field; not a UUID -> invalid_uuid.
     pub player_id: Uuid,
+    /// false: later conversations of this player are recorded as skipped (no transcript, no memories); true:
+    /// recording resumes. Not a boolean -> invalid_field.
     pub allow_memory: bool,
+    /// When the player made the choice; orders competing updates. Not a timestamp -> invalid_field.
     pub at: DateTime<Utc>,
 }
 
@@ -118,9 +186,11 @@ pub struct PlayerPrivacy {
 // Core NATS notifications (no stream, best effort)
 // ---------------------------------------------------------------------------
 
-/// `P.cache.invalidate` (writers → every enricher). `None` on a side means every pair
-/// on that side: `{npc_id: None, player_id: Some(p)}` drops everything about player p.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// P.cache.invalidate, core NATS (no stream, best effort). Internal: writers (extract, relate, consolidate,
+/// gossip and the npcmem admin commands) -> every enrich replica (plain subscription, no queue group). null (or
+/// absent) on a side means every pair on that side. Carries no schema_version. Rust type:
+/// npcmem_core::wire::CacheInvalidate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CacheInvalidate {
     #[serde(default)]
     pub npc_id: Option<Uuid>,
@@ -128,10 +198,16 @@ pub struct CacheInvalidate {
     pub player_id: Option<Uuid>,
 }
 
-/// `P.control.changed`: a runtime switch (e.g. `degraded`, `gossip`) changed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.control.changed, core NATS (no stream, best effort). Internal: `npcmem switch set` announces that a runtime
+/// switch (degraded, gossip_enabled, consolidation_enabled) changed, after its commit; the gossip leader (at its
+/// next tick) and every enrich replica re-read the runtime_switches table (without the message, within 5 s;
+/// consolidate reads the table at every scheduler poll). Carries no schema_version. Rust type:
+/// npcmem_core::wire::ControlChanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ControlChanged {
+    /// Switch name, e.g. degraded or gossip.
     pub switch: String,
+    /// Any JSON value; default null.
     #[serde(default)]
     pub value: serde_json::Value,
 }
@@ -141,7 +217,7 @@ pub struct ControlChanged {
 // ---------------------------------------------------------------------------
 
 /// Which extractor produced a batch of memories.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExtractorKind {
     Llm,
@@ -157,61 +233,74 @@ impl ExtractorKind {
     }
 }
 
-/// `P.event.memory.stored` (extract → relate, gossip-learn). Sent exactly once per
-/// conversation, also with an empty `memories` list: it still counts as an interaction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.event.memory.stored, stream <STREAM_PREFIX>_EVENTS (limits, 7 days). Internal: extract -> relate (durable
+/// <STREAM_PREFIX>_relate) and gossip (durable <STREAM_PREFIX>_gossip-learn), through extract's outbox;
+/// Nats-Msg-Id = event_id. Sent once per conversation, also with an empty memories list. Rust type:
+/// npcmem_core::wire::MemoryStored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryStored {
+    /// Payload version, always 1 in messages npcmem produces.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub event_id: Uuid,
     pub conversation_id: Uuid,
     pub npc_id: Uuid,
     pub player_id: Uuid,
+    /// Default [].
     #[serde(default)]
     pub npc_factions: Vec<String>,
+    /// Default [].
     #[serde(default)]
     pub player_factions: Vec<String>,
     pub extractor: ExtractorKind,
     pub ended_at: DateTime<Utc>,
+    /// Default [].
     #[serde(default)]
     pub memories: Vec<StoredMemory>,
-    /// The names the memories' statements stand for (absent from events written before
-    /// perspective was recorded).
+    /// The NPC's name, which {npc} in a memory's statement stands for. Absent from events written before perspective
+    /// was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub npc_name: Option<String>,
+    /// The player's name, which {player} in a memory's statement stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub player_name: Option<String>,
 }
 
 /// One memory as carried by `event.memory.stored`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StoredMemory {
     pub id: Uuid,
     pub memory_type: MemoryType,
     pub content: String,
+    /// Default [].
     #[serde(default)]
     pub tags: Vec<String>,
     pub importance: f64,
     pub confidence: f64,
+    /// Default neutral.
     #[serde(default)]
     pub emotional_valence: EmotionalValence,
+    /// Default 0.
     #[serde(default)]
     pub emotional_intensity: f64,
+    /// Default clean.
     #[serde(default)]
     pub safety_flag: SafetyFlag,
-    /// Who did it to whom, when known.
+    /// Who did it: the player's or the NPC's id. Absent when someone else did, or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor_id: Option<Uuid>,
+    /// To whom: the player's or the NPC's id. Absent when to someone else or to no one, or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_id: Option<Uuid>,
-    /// The memory with `{player}` and `{npc}` for the two parties, so anyone it is told
-    /// to reads it from their own side (`npcmem_core::perspective`).
+    /// The memory with {player} and {npc} for the two parties, so whoever it is told to reads it from their own side
+    /// (content is it as the NPC remembers it). Absent for free-text LLM memories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statement: Option<String>,
 }
 
 /// The six relationship dimensions (each in [0, 1]) and the stage at one version.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RelationshipSnapshot {
     pub trust: f64,
     pub fear: f64,
@@ -219,37 +308,52 @@ pub struct RelationshipSnapshot {
     pub loyalty: f64,
     pub friendliness: f64,
     pub romantic_interest: f64,
+    /// stranger, acquaintance, friend, close_friend, trusted_ally, rival or enemy; a plain string in Rust.
     pub stage: String,
 }
 
-/// `P.event.relationship.changed` (relate → anyone).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.event.relationship.changed, stream <STREAM_PREFIX>_EVENTS (limits, 7 days). Internal: relate -> anyone (no
+/// npcmem service consumes it), one per applied conversation, through relate's outbox; Nats-Msg-Id = event_id.
+/// Rust type: npcmem_core::wire::RelationshipChanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RelationshipChanged {
+    /// Payload version, always 1 in messages npcmem produces.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub event_id: Uuid,
     pub npc_id: Uuid,
     pub player_id: Uuid,
-    /// The conversation whose memories caused the change; `None` for admin changes.
+    /// The conversation that caused the change; null for admin changes.
     #[serde(default)]
     pub conversation_id: Option<Uuid>,
     /// The relationship row's version after the change.
     pub version: i64,
+    /// The six dimensions (each in [0, 1]) and the stage. Rust type: npcmem_core::wire::RelationshipSnapshot.
     pub old: RelationshipSnapshot,
+    /// The six dimensions (each in [0, 1]) and the stage. Rust type: npcmem_core::wire::RelationshipSnapshot.
     pub new: RelationshipSnapshot,
 }
 
-/// `P.event.knowledge.learned` (gossip → anyone). `fact` is the knowledge fact as the
-/// gossip service stores it; kept untyped here so its shape can evolve with gossip.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.event.knowledge.learned, stream <STREAM_PREFIX>_EVENTS (limits, 7 days). Internal: gossip -> anyone (no
+/// npcmem service consumes it), one per fact stored, through gossip's outbox; Nats-Msg-Id = event_id (the fact's
+/// id). Rust type: npcmem_core::wire::KnowledgeLearned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KnowledgeLearned {
+    /// Payload version, always 1 in messages npcmem produces.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub event_id: Uuid,
     /// The NPC who now knows the fact (the listener).
     pub npc_id: Uuid,
+    /// The knowledge fact as gossip stores it: id, origin_fact_id, category, subject_id, content, tags, confidence,
+    /// importance, hop_count, provenance, source, source_memory_id, expires_at, and contradicted (the held facts of
+    /// the same NPC this one revised: [{fact_id, outcome: superseded|doubted, confidence: the doubted fact's new
+    /// value or null}]). Untyped in Rust (serde_json::Value) so its shape can evolve with the gossip service;
+    /// required, but any JSON value is accepted.
     pub fact: serde_json::Value,
-    /// The speaker when learned through gossip; `None` for observations and authored facts.
+    /// The speaker when learned through gossip; null for observations and authored facts.
     #[serde(default)]
     pub from_npc_id: Option<Uuid>,
 }
@@ -285,32 +389,44 @@ pub mod relationship_event_type {
     pub const STAGE_CHANGED: &str = "stage_changed";
 }
 
-/// A story signal on `P.signal.<signal_type>`, with `Nats-Msg-Id = signal_id`.
-/// Signals for one pair may arrive out of order: subscribers order by `version` and
-/// deduplicate by `signal_id`. Fields a signal type does not use are `null`; fields
-/// specific to one signal type (e.g. a faction name) travel in `extra`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.signal.<signal_type> (e.g. npcmem.signal.relationship_changed), stream <STREAM_PREFIX>_SIGNALS (limits, 30
+/// days). Story signal: relate, gossip -> game servers; Nats-Msg-Id = signal_id. relate emits
+/// relationship_changed, memory_milestone and faction_reputation_shift; gossip emits secret_learned; each through
+/// its service's outbox. Deduplicate by signal_id; order the signals of one NPC-player pair by version. Fields a
+/// signal type does not use are null; fields specific to one type (e.g. a faction name) are extra top-level
+/// properties. Rust type: npcmem_core::wire::Signal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Signal {
+    /// Payload version, always 1 in messages npcmem produces.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
+    /// Unique id; also the Nats-Msg-Id. Deduplicate by it.
     pub signal_id: Uuid,
-    /// One of [`signal_type`].
+    /// Also the last subject token. Known values: relationship_changed, secret_learned, memory_milestone,
+    /// faction_reputation_shift. A plain string in Rust: ignore types you do not know.
     pub signal_type: String,
+    /// For relationship_changed: npc_hostile (trust < 0.2), npc_trusted_ally (trust > 0.8), npc_cowered (fear > 0.7),
+    /// npc_respect (respect > 0.8), npc_best_friend (friendliness > 0.9), npc_despise (friendliness < 0.1) or
+    /// stage_changed. A plain string in Rust.
     #[serde(default)]
     pub event_type: Option<String>,
     pub npc_id: Uuid,
     #[serde(default)]
     pub player_id: Option<Uuid>,
+    /// The relationship dimension that crossed a threshold, e.g. trust.
     #[serde(default)]
     pub dimension: Option<String>,
     #[serde(default)]
     pub old_value: Option<f64>,
     #[serde(default)]
     pub new_value: Option<f64>,
+    /// The relationship stage after the change.
     #[serde(default)]
     pub stage: Option<String>,
     #[serde(default)]
     pub conversation_id: Option<Uuid>,
+    /// The relationship version; order one pair's signals by it.
     #[serde(default)]
     pub version: Option<i64>,
     pub at: DateTime<Utc>,
@@ -323,7 +439,7 @@ pub struct Signal {
 // ---------------------------------------------------------------------------
 
 /// Seed §Knowledge Graph categories, used by observations and authored facts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KnowledgeCategory {
     PlayerTrait,
@@ -357,47 +473,69 @@ impl KnowledgeCategory {
     }
 }
 
-/// `P.world.npc_moved`. Room ids are the game's own strings (≤ 200 chars).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// P.world.npc_moved, stream <STREAM_PREFIX>_WORLD (limits, 7 days). An NPC changed rooms: game server -> gossip.
+/// Consumed by gossip (durable gossip-world); a message that breaks a limit here is dead-lettered alone on
+/// P.dlq.gossip-world (invalid_field, invalid_uuid or text_too_long) while the rest of its batch is applied. Rust
+/// type: npcmem_core::wire::NpcMoved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NpcMoved {
+    /// Payload version. Only 1 exists; absent means 1.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub npc_id: Uuid,
+    /// The game's own room id: 1-200 chars, not blank.
+    #[schemars(length(min = 1, max = 200), regex(pattern = r"\S"))]
     pub room_id: String,
     pub at: DateTime<Utc>,
 }
 
-/// `P.world.npc_profile`: who an NPC is and what drives its gossip.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.world.npc_profile, stream <STREAM_PREFIX>_WORLD (limits, 7 days). Who an NPC is and what drives its gossip:
+/// game server -> gossip. Consumed by gossip (durable gossip-world); a message that breaks a limit here is
+/// dead-lettered alone on P.dlq.gossip-world (invalid_field, invalid_uuid or text_too_long) while the rest of its
+/// batch is applied. Rust type: npcmem_core::wire::NpcProfile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NpcProfile {
+    /// Payload version. Only 1 exists; absent means 1.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub npc_id: Uuid,
+    #[schemars(length(min = 1, max = 100), regex(pattern = r"\S"))]
     pub name: String,
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub role: Option<String>,
+    /// Default []. The NPC's factions from the profile with the latest timestamp win.
     #[serde(default)]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 100), regex(pattern = r"\S")))]
     pub factions: Vec<String>,
-    /// `None` keeps whatever drives the NPC had (or the defaults for a new NPC).
+    /// Gossip motivations, each expected in [0, 1]; a missing drive is 0.5. null or absent keeps the NPC's current
+    /// drives (defaults for a new NPC).
     #[serde(default)]
     pub drives: Option<Drives>,
+    /// Emotional state.
     #[serde(default)]
     pub mood: Option<Mood>,
-    /// When the game produced the profile; factions from the latest timestamp win.
-    /// `None` means when the stream stored the message.
+    /// When the game produced the profile; absent or null means when NPCMEM_WORLD stored the message (the same on
+    /// every redelivery). The latest wins.
     #[serde(default)]
     pub at: Option<DateTime<Utc>>,
 }
 
 /// Gossip motivations, each in [0, 1].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Drives {
+    /// Default 0.5.
     #[serde(default = "half")]
     pub social: f64,
+    /// Default 0.5.
     #[serde(default = "half")]
     pub safety: f64,
+    /// Default 0.5.
     #[serde(default = "half")]
     pub loyalty: f64,
+    /// Default 0.5.
     #[serde(default = "half")]
     pub curiosity: f64,
 }
@@ -416,47 +554,78 @@ impl Default for Drives {
 /// Seed §Emotional State. `mood` is one of the seed's moods (happy, excited, calm,
 /// anxious, angry, fearful, sad, suspicious, confident, neutral) but kept as a string so
 /// a game's own moods pass through to the prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Mood {
+    /// One of the usual moods (happy, excited, calm, anxious, angry, fearful, sad, suspicious, confident, neutral) or
+    /// the game's own: any string of 1-100 chars, not blank.
+    #[schemars(length(min = 1, max = 100), regex(pattern = r"\S"))]
     pub mood: String,
+    /// Expected in [0, 1]; default 0.
     #[serde(default)]
     pub intensity: f64,
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-/// `P.world.observation`: something NPCs witnessed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.world.observation, stream <STREAM_PREFIX>_WORLD (limits, 7 days). Something NPCs witnessed: game server ->
+/// gossip. Consumed by gossip (durable gossip-world); a message that breaks a limit here is dead-lettered alone
+/// on P.dlq.gossip-world (invalid_field, invalid_uuid or text_too_long) while the rest of its batch is applied.
+/// Rust type: npcmem_core::wire::Observation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Observation {
+    /// Payload version. Only 1 exists; absent means 1.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
+    /// Natural key of the observation.
     pub observation_id: Uuid,
+    /// The NPCs who saw it. Not the nil UUID.
     pub witness_ids: Vec<Uuid>,
+    /// Who or what it is about, if anyone.
     #[serde(default)]
     pub subject_id: Option<Uuid>,
+    /// Knowledge category.
     pub category: KnowledgeCategory,
+    /// The fact, 1-2000 chars, not blank (text_too_long beyond 2000).
+    #[schemars(length(min = 1, max = 2000), regex(pattern = r"\S"))]
     pub content: String,
+    /// Default []. At most 32, each 1-100 chars, not blank.
     #[serde(default)]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 100), regex(pattern = r"\S")))]
     pub tags: Vec<String>,
+    /// Expected in [0, 1].
     pub importance: f64,
     pub at: DateTime<Utc>,
 }
 
-/// `P.world.fact`: an authored fact that some NPCs know.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// P.world.fact, stream <STREAM_PREFIX>_WORLD (limits, 7 days). An authored fact that some NPCs know: game server
+/// -> gossip. Consumed by gossip (durable gossip-world); a message that breaks a limit here is dead-lettered
+/// alone on P.dlq.gossip-world (invalid_field, invalid_uuid or text_too_long) while the rest of its batch is
+/// applied. Rust type: npcmem_core::wire::WorldFact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WorldFact {
+    /// Payload version. Only 1 exists; absent means 1.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
+    /// Natural key of the fact.
     pub fact_id: Uuid,
+    /// The NPCs who know it. Not the nil UUID.
     pub npc_ids: Vec<Uuid>,
     #[serde(default)]
     pub subject_id: Option<Uuid>,
+    /// Knowledge category.
     pub category: KnowledgeCategory,
+    /// The fact, 1-2000 chars, not blank (text_too_long beyond 2000).
+    #[schemars(length(min = 1, max = 2000), regex(pattern = r"\S"))]
     pub content: String,
+    /// Default []. At most 32, each 1-100 chars, not blank.
     #[serde(default)]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 100), regex(pattern = r"\S")))]
     pub tags: Vec<String>,
+    /// Expected in [0, 1].
     pub importance: f64,
-    /// Authored facts are certain unless the game says otherwise.
+    /// Expected in [0, 1]; default 1.0 (authored facts are certain).
     #[serde(default = "full_confidence")]
     pub confidence: f64,
     #[serde(default)]
@@ -472,7 +641,7 @@ fn full_confidence() -> f64 {
 // ---------------------------------------------------------------------------
 
 /// `P.query.relationship`: one pair's relationship as numbers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RelationshipQuery {
     #[serde(default = "schema_v1")]
     pub schema_version: u32,
@@ -482,7 +651,7 @@ pub struct RelationshipQuery {
 
 /// The reply to `P.query.relationship`; a pair that never met gets the initial values
 /// (with the faction modifier) and `has_met: false`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RelationshipAnswer {
     pub npc_id: Uuid,
     pub player_id: Uuid,
@@ -500,7 +669,7 @@ pub struct RelationshipAnswer {
 }
 
 /// `P.query.memories`: a pair's memories, filtered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoriesQuery {
     #[serde(default = "schema_v1")]
     pub schema_version: u32,
@@ -521,7 +690,7 @@ pub struct MemoriesQuery {
 }
 
 /// The reply to `P.query.memories`: `count` before the limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoriesAnswer {
     pub count: i64,
     pub has_memory_matching: bool,
@@ -529,7 +698,7 @@ pub struct MemoriesAnswer {
 }
 
 /// One memory in a [`MemoriesAnswer`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryItem {
     pub id: Uuid,
     pub memory_type: MemoryType,
@@ -541,7 +710,7 @@ pub struct MemoryItem {
 }
 
 /// `P.query.knowledge`: what an NPC knows, by tag or subject.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KnowledgeQuery {
     #[serde(default = "schema_v1")]
     pub schema_version: u32,
@@ -555,14 +724,14 @@ pub struct KnowledgeQuery {
 }
 
 /// The reply to `P.query.knowledge`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KnowledgeAnswer {
     pub knows_fact: bool,
     pub facts: Vec<KnowledgeFact>,
 }
 
 /// `P.query.recall`: search one pair's past turns by text, time and speaker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecallQuery {
     #[serde(default = "schema_v1")]
     pub schema_version: u32,
@@ -586,7 +755,7 @@ pub struct RecallQuery {
 }
 
 /// The reply to `P.query.recall`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecallAnswer {
     /// Turns that matched (before the limit).
     pub count: usize,
@@ -596,7 +765,7 @@ pub struct RecallAnswer {
 }
 
 /// One turn in a [`RecallAnswer`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecalledTurn {
     pub conversation_id: Uuid,
     /// Position in its conversation, from 0.
@@ -609,7 +778,7 @@ pub struct RecalledTurn {
 }
 
 /// A knowledge fact in a [`KnowledgeAnswer`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KnowledgeFact {
     pub id: Uuid,
     pub category: String,
@@ -646,88 +815,106 @@ impl RecallQuery {
 // Enrich (core NATS request/reply and POST /v1/context)
 // ---------------------------------------------------------------------------
 
-/// `P.enrich.request`: prompt context for the NPC's next reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// P.enrich.request, core NATS request/reply (queue group enrich), also HTTP POST /v1/context. Prompt context for
+/// the NPC's next reply: game server -> enrich. The reply is enrich.reply or error-reply. Rust type:
+/// npcmem_core::wire::EnrichRequest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EnrichRequest {
+    /// Payload version. Only 1 exists; absent means 1.
     #[serde(default = "schema_v1")]
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     pub npc_id: Uuid,
     pub player_id: Uuid,
     /// The player's current message, used to rank memories by relevance.
     #[serde(default)]
     pub message: Option<String>,
-    /// Total context token budget; `None` lets the enrich service use its default.
+    /// Total context token budget; null lets enrich use its default.
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// With a persona the reply carries a rendered `system_prompt`.
+    /// NPC persona. Rust type: npcmem_core::wire::Persona.
     #[serde(default)]
     pub npc: Option<Persona>,
-    /// A prompt template with `{reputation}`, `{memory_context}`, … placeholders.
+    /// Prompt template with {reputation}, {memory_context}, ... placeholders.
     #[serde(default)]
     pub template: Option<String>,
 }
 
 /// The NPC persona fields of the seed's `PromptBuilder.build_system_prompt`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Persona {
     pub name: String,
     #[serde(default)]
     pub role: Option<String>,
+    /// Default empty.
     #[serde(default)]
     pub personality: String,
+    /// Default empty.
     #[serde(default)]
     pub speaking_style: String,
+    /// Default [].
     #[serde(default)]
     pub knowledge_domains: Vec<String>,
+    /// Default [].
     #[serde(default)]
     pub secret_knowledge: Vec<String>,
+    /// Default [].
     #[serde(default)]
     pub will_discuss: Vec<String>,
+    /// Default [].
     #[serde(default)]
     pub wont_discuss: Vec<String>,
 }
 
-/// Reply to [`EnrichRequest`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Reply to enrich.request from the enrich service; also the 200 body of HTTP POST /v1/context. Every field has a
+/// default when absent. Carries no schema_version. Rust type: npcmem_core::wire::EnrichReply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EnrichReply {
+    /// Default [].
     #[serde(default)]
     pub sections: Vec<ContextSection>,
-    /// `reputation` and `memory_context`, sorted by name for stable output.
+    /// Placeholder values (reputation, memory_context), keys sorted. Default {}.
     #[serde(default)]
     pub placeholders: BTreeMap<String, String>,
+    /// Rendered system prompt when the request carried a persona.
     #[serde(default)]
     pub system_prompt: Option<String>,
+    /// Default 0.
     #[serde(default)]
     pub token_count: u32,
-    /// Providers that timed out or failed and were left out, and `embedder` when the
-    /// message could not be embedded (recall is then lexical).
+    /// Providers that timed out or failed and were left out, and embedder when the message could not be embedded
+    /// (recall is then lexical). Default [].
     #[serde(default)]
     pub degraded: Vec<String>,
+    /// Default 0.
     #[serde(default)]
     pub elapsed_us: u64,
 }
 
 /// One context provider's contribution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ContextSection {
-    /// `relationship`, `working_memory`, `memory`, `knowledge`, …
+    /// relationship, working_memory, memory, recall, knowledge, mood
     pub provider: String,
     pub content: String,
     pub token_count: u32,
 }
 
-/// Error reply of every request/reply endpoint, over NATS and HTTP:
-/// `{"error":{"code","message","field"}}`, `field` only when one field is at fault.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Error reply of every request/reply endpoint of the enrich service (enrich.request, query.relationship,
+/// query.memories, query.knowledge), also the 400 body of HTTP POST /v1/context:
+/// {"error":{"code","message","field"}}. Rust type: npcmem_core::wire::ErrorReply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorReply {
     pub error: ErrorBody,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
+    /// Machine-readable code.
     pub code: String,
+    /// For humans.
     pub message: String,
-    /// The offending field as a path (`npc.name`, `messages[2].text`).
+    /// Path of the offending field (npc.name, messages[2].text), when one field is at fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
