@@ -55,7 +55,7 @@ const BINARIES: [(&str, &str); 7] = [
 
 /// Runs `deploy/local/down` for the world when dropped, so a failed assertion leaves no
 /// servers or services running.
-struct World {
+pub(crate) struct World {
     root: std::path::PathBuf,
     scratch: std::path::PathBuf,
     /// Where `up` put the private PostgreSQL cluster when its user cannot reach the
@@ -64,8 +64,49 @@ struct World {
 }
 
 impl World {
+    /// `deploy/local/up` on private NATS and PostgreSQL in a scratch directory, with the
+    /// test package's binaries as the release build; panics with up's output on failure.
+    pub(crate) fn up() -> (Self, String) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf();
+        // Inside the build directory: the binaries are hard-linked, not copied.
+        let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("up-{}", uuid::Uuid::new_v4().simple()));
+        let release = scratch.join("target/release");
+        std::fs::create_dir_all(&release).unwrap();
+        std::fs::create_dir_all(scratch.join("world")).unwrap();
+        for (name, built) in BINARIES {
+            if std::fs::hard_link(built, release.join(name)).is_err() {
+                std::fs::copy(built, release.join(name)).unwrap();
+            }
+        }
+        let mut world = World { root, scratch, outside_cluster: None };
+        let up = world.script("up").env("NPCMEM_SKIP_BUILD", "1").env("NPCMEM_PRIVATE_SERVERS", "1").output().unwrap();
+        let (up_out, up_err) = (String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
+        world.outside_cluster = up_err
+            .split_once("so the cluster lives in ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(std::path::PathBuf::from);
+        assert!(up.status.success(), "up succeeds:\n{up_out}\n{up_err}");
+        let printed = format!("{up_out}\n{up_err}");
+        (world, printed)
+    }
+
+    /// The repository and the world's working directory.
+    pub(crate) fn repository(&self) -> &Path {
+        &self.root
+    }
+
+    /// The endpoints `up` wrote.
+    pub(crate) fn env_file(&self) -> std::path::PathBuf {
+        self.scratch.join("world/.local/env")
+    }
+
+    /// Where the world's binaries are (`<target>/release`).
+    pub(crate) fn release(&self) -> std::path::PathBuf {
+        self.scratch.join("target/release")
+    }
+
     /// A command with none of the caller's `NPCMEM_*` variables: as a new user's shell.
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
         let mut command = std::process::Command::new(program);
         command.env_clear().current_dir(self.scratch.join("world"));
         for key in ["PATH", "HOME", "USER", "LANG", "TMPDIR"] {
@@ -76,7 +117,7 @@ impl World {
         command
     }
 
-    fn script(&self, name: &str) -> std::process::Command {
+    pub(crate) fn script(&self, name: &str) -> std::process::Command {
         let mut command = self.command("bash");
         command
             .arg(self.root.join("deploy/local").join(name))
@@ -86,7 +127,7 @@ impl World {
     }
 
     /// The pids `up` recorded that still run.
-    fn running(&self) -> Vec<String> {
+    pub(crate) fn running(&self) -> Vec<String> {
         let run = self.scratch.join("world/.local/run");
         let Ok(entries) = std::fs::read_dir(&run) else { return Vec::new() };
         entries
@@ -111,32 +152,13 @@ impl Drop for World {
 
 #[test]
 fn after_up_on_private_servers_the_demo_finds_the_system_with_no_variables_set() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf();
-    // Inside the build directory: the binaries are hard-linked, not copied.
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("up-{}", uuid::Uuid::new_v4().simple()));
-    let release = scratch.join("target/release");
-    std::fs::create_dir_all(&release).unwrap();
-    std::fs::create_dir_all(scratch.join("world")).unwrap();
-    for (name, built) in BINARIES {
-        if std::fs::hard_link(built, release.join(name)).is_err() {
-            std::fs::copy(built, release.join(name)).unwrap();
-        }
-    }
-    let mut world = World { root, scratch, outside_cluster: None };
-
-    let up = world.script("up").env("NPCMEM_SKIP_BUILD", "1").env("NPCMEM_PRIVATE_SERVERS", "1").output().unwrap();
-    let (up_out, up_err) = (String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
-    world.outside_cluster = up_err
-        .split_once("so the cluster lives in ")
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .map(std::path::PathBuf::from);
-    assert!(up.status.success(), "up succeeds:\n{up_out}\n{up_err}");
-    assert!(up_out.lines().count() + up_err.lines().count() <= 40, "up prints at most a screen:\n{up_out}\n{up_err}");
-    let env_file = std::fs::read_to_string(world.scratch.join("world/.local/env")).expect("up writes .local/env");
+    let (world, printed) = World::up();
+    assert!(printed.lines().count() <= 41, "up prints at most a screen:\n{printed}");
+    let env_file = std::fs::read_to_string(world.env_file()).expect("up writes .local/env");
     assert!(env_file.contains("NPCMEM_NATS_URL=") && !env_file.contains(":4222"), "a private NATS: {env_file}");
 
     // The demo from the world's directory, nothing set: it reads .local/env.
-    let demo = world.command(release.join("npcmem")).args(["demo", "--timeout-secs", "60"]).output().unwrap();
+    let demo = world.command(world.release().join("npcmem")).args(["demo", "--timeout-secs", "60"]).output().unwrap();
     let (demo_out, demo_err) = (String::from_utf8_lossy(&demo.stdout), String::from_utf8_lossy(&demo.stderr));
     assert!(demo.status.success(), "the demo succeeds:\n{demo_out}\n{demo_err}");
     assert!(demo_out.contains("=== Brom's prompt after the scene ==="), "{demo_out}");

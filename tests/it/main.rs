@@ -20,5 +20,6 @@ mod recall;
 mod recall_embed;
 mod refused;
 mod relate;
+mod sdk;
 mod service_http;
 mod store_queries;
