@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import sys
 import typing
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, TypeVar, Union
 
 Id = Union[str, uuid.UUID]
 Time = Union[str, _dt.datetime]
@@ -78,12 +79,18 @@ def encode(message: Any) -> bytes:
 # --- decoding ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
+def _shape(cls: type) -> Tuple[Dict[str, Any], frozenset]:
+    # Resolving string annotations costs more than the rest of a request: once per model.
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return hints, frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+
 def from_dict(cls: Type[T], data: Mapping[str, Any]) -> T:
     """Build model ``cls`` from decoded JSON; unknown keys go to ``extra`` if it has one."""
     if not isinstance(data, Mapping):
         raise TypeError(f"{cls.__name__}: expected a JSON object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints, names = _shape(cls)
     kwargs: Dict[str, Any] = {}
     extra: Dict[str, Any] = {}
     for key, value in data.items():
