@@ -366,6 +366,20 @@ async fn strangers_are_described_by_faction_standing_and_gossip_and_replicas_sha
             .and_then(|value| value.parse().ok())
             .unwrap_or(0.0);
         assert!(misses >= 5.0, "replica on {port} answered {misses} cold requests");
+        for name in [
+            "npcmem_memory_retrieval_duration_seconds_count",
+            "npcmem_memory_count_per_npc_player_count{memory_type=\"episodic\"}",
+            "npcmem_working_memory_buffer_size_count",
+            "npcmem_memory_cache_size",
+        ] {
+            let value: f64 = metrics
+                .lines()
+                .find(|line| line.starts_with(&format!("{name} ")))
+                .and_then(|line| line.rsplit(' ').next())
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(0.0);
+            assert!(value >= 1.0, "{name} on {port}: {value}\n{metrics}");
+        }
     }
 
     // Memories that reached a prompt get their access counted, off the request path.

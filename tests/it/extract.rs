@@ -328,8 +328,19 @@ async fn a_conversation_out_of_attempts_is_marked_failed_and_its_job_dead_letter
         .execute(&env.pool)
         .await
         .unwrap();
-    let extract = env.spawn_extract(&[]);
+    let port = npcmem_tests::free_port();
+    let extract = env.spawn_extract(&["--http-addr", &format!("127.0.0.1:{port}")]);
     wait_until(WAIT, "dead-lettered", || async { !env.stream_messages(StreamKind::Dlq).await.is_empty() }).await;
+    let (_, metrics) = npcmem_tests::http_get(port, "/metrics").await.expect("extract serves /metrics");
+    for line in [
+        r#"npcmem_extraction_jobs_total{state="pending"} 1"#,
+        r#"npcmem_extraction_jobs_total{state="failed"} 1"#,
+        r#"npcmem_memory_extractions_total{status="failed",extractor="rules"} 1"#,
+        "npcmem_active_extraction_jobs 0",
+        "npcmem_memory_extraction_duration_seconds_count 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
     let (state, error): (String, Option<String>) =
         sqlx::query_as("SELECT state, error FROM conversations WHERE conversation_id = $1")
             .bind(conversation_id)

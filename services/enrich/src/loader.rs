@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use npcmem_core::context::{self, ContextMemory};
+use npcmem_core::memory::MemoryType;
 use npcmem_core::recall::{Turn, TurnIndex, TurnVectors};
 use npcmem_core::relationship::Relationship;
 use npcmem_store::context::{self as reads, Fact};
@@ -230,8 +231,10 @@ impl Loader {
         tokio::spawn(async move {
             // Dropped last, even on a panic: the pair's entry goes with the load.
             let _entry = InflightEntry { loader: &loader, pair, sender: &sender };
+            let started = std::time::Instant::now();
             loader.load(pair, now, &sender).await;
             let data = sender.borrow().data.clone();
+            loader.observe_load(&data, started.elapsed().as_secs_f64());
             // A write during the load may be missing from it: the next request reloads.
             if data.present().into_iter().all(|present| present) && !loader.invalidations.touched_since(since, pair) {
                 loader.cache.insert(pair, Arc::new(data)).await;
@@ -240,9 +243,26 @@ impl Loader {
                 if loader.invalidations.touched_since(since, pair) {
                     loader.cache.invalidate(&pair).await;
                 }
+                // moka counts entries lazily: settle its bookkeeping (a miss only) first.
+                loader.cache.run_pending_tasks().await;
+                loader.metrics.cache_size(loader.cache.entry_count(), loader.cache.weighted_size());
             }
         });
         progress
+    }
+
+    /// The retrieval time and what the pair holds.
+    fn observe_load(&self, data: &PairData, seconds: f64) {
+        let mut per_type: Vec<(&str, usize)> =
+            MemoryType::ALL.iter().map(|memory_type| (memory_type.as_str(), 0)).collect();
+        if let Some(part) = &data.memories {
+            for memory in &part.0 {
+                if let Some(slot) = per_type.iter_mut().find(|(name, _)| *name == memory.memory_type.as_str()) {
+                    slot.1 += 1;
+                }
+            }
+        }
+        self.metrics.retrieved(seconds, &per_type, data.working_memory.as_ref().map(|rows| rows.len()));
     }
 
     /// Loads every part at once, publishing each to `sender` as it settles.

@@ -390,10 +390,16 @@ impl BatchWork for ExtractHandler {
         sorted.sort_unstable();
         // Complete, skipped and forgotten conversations are not claimed: their jobs are
         // simply acknowledged (a redelivered job does no work, calls no model, writes nothing).
-        let exhausted = match &self.llm {
-            None => self.handle_with_rules(&sorted).await?,
-            Some(llm) => self.handle_with_llm(llm, &sorted, batch).await?,
+        let started = std::time::Instant::now();
+        self.metrics.started(sorted.len());
+        let extractor = if self.llm.is_some() { "llm" } else { "rules" };
+        let result = match &self.llm {
+            None => self.handle_with_rules(&sorted).await,
+            Some(llm) => self.handle_with_llm(llm, &sorted, batch).await,
         };
+        let failed = result.as_ref().map_or(0, Vec::len);
+        self.metrics.finished(sorted.len(), failed, result.is_err(), started.elapsed().as_secs_f64(), extractor);
+        let exhausted = result?;
         if let Some(embedding) = &self.embedding {
             embedding.offer(sorted);
         }

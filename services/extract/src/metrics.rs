@@ -1,13 +1,19 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(String, String)>;
 
-/// Seed §Required Metrics: `memory_extractions_total{status}` and
-/// `safety_flags_total{flag}`, plus memories stored and evicted by the caps.
-#[derive(Clone, Default)]
+/// `memory_extractions_total{status,extractor}`, `extraction_jobs_total{state}`, the
+/// extraction duration and the jobs in progress, `safety_flags_total{flag}`, plus memories
+/// stored and evicted by the caps.
+#[derive(Clone)]
 pub struct ExtractMetrics {
+    jobs: Family<Labels, Counter>,
+    active_jobs: Gauge,
+    duration: Histogram,
     extractions: Family<Labels, Counter>,
     safety_flags: Family<Labels, Counter>,
     memories_stored: Family<Labels, Counter>,
@@ -21,10 +27,39 @@ pub struct ExtractMetrics {
 
 impl ExtractMetrics {
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Self::default();
+        let metrics = Self {
+            jobs: Family::default(),
+            active_jobs: Gauge::default(),
+            duration: Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0]),
+            extractions: Family::default(),
+            safety_flags: Family::default(),
+            memories_stored: Family::default(),
+            memories_evicted: Counter::default(),
+            fallbacks: Family::default(),
+            llm_tokens: Counter::default(),
+            turns_embedded: Counter::default(),
+            embed_failures: Counter::default(),
+            embed_skipped: Counter::default(),
+        };
+        registry.register(
+            "npcmem_extraction_jobs",
+            "Extraction jobs by state: pending (taken from the queue), complete, failed (out of attempts), \
+             retried (a transient error sent the batch back)",
+            metrics.jobs.clone(),
+        );
+        registry.register(
+            "npcmem_active_extraction_jobs",
+            "Extraction jobs being worked on now",
+            metrics.active_jobs.clone(),
+        );
+        registry.register(
+            "npcmem_memory_extraction_duration_seconds",
+            "Time to extract and store one batch of conversations",
+            metrics.duration.clone(),
+        );
         registry.register(
             "npcmem_memory_extractions",
-            "Extractions by status (success, skipped) and extractor",
+            "Extractions by status (success, failed) and extractor",
             metrics.extractions.clone(),
         );
         registry.register("npcmem_safety_flags", "Memories flagged by the safety filter", metrics.safety_flags.clone());
@@ -60,6 +95,34 @@ impl ExtractMetrics {
             metrics.embed_skipped.clone(),
         );
         metrics
+    }
+
+    /// A batch of `jobs` taken up; [`Self::finished`] closes it.
+    pub fn started(&self, jobs: usize) {
+        self.job("pending", jobs);
+        self.active_jobs.inc_by(jobs as i64);
+    }
+
+    /// The batch of [`Self::started`] ended: `failed` of them out of attempts, or all sent
+    /// back for a retry when `retried`.
+    pub fn finished(&self, jobs: usize, failed: usize, retried: bool, seconds: f64, extractor: &str) {
+        self.active_jobs.dec_by(jobs as i64);
+        self.duration.observe(seconds);
+        if retried {
+            self.job("retried", jobs);
+            return;
+        }
+        self.job("complete", jobs - failed);
+        self.job("failed", failed);
+        if failed > 0 {
+            self.extractions
+                .get_or_create(&vec![("status".into(), "failed".into()), ("extractor".into(), extractor.into())])
+                .inc_by(failed as u64);
+        }
+    }
+
+    fn job(&self, state: &str, count: usize) {
+        self.jobs.get_or_create(&vec![("state".into(), state.into())]).inc_by(count as u64);
     }
 
     pub fn embedded(&self, turns: usize) {
