@@ -209,3 +209,14 @@ fn working_it_off_is_a_promise_only_where_something_is_owed() {
         kinds(&[(Npc, "Who pays for the window?"), (Player, "I broke it. I'll work it off.")]).contains(&"promise")
     );
 }
+
+#[test]
+fn a_player_who_wants_to_buy_is_buying_not_selling() {
+    let found = RulesExtractor::shared().findings(&conversation(&[
+        (Player, "I want to buy a saddle."),
+        (Npc, "Twelve gold."),
+        (Player, "Twelve it is. Here."),
+    ]));
+    let trade = found.iter().find(|f| f.kind == Kind::Trade).expect("a trade");
+    assert!(trade.content.contains("bought"), "{}", trade.content);
+}

@@ -230,7 +230,7 @@ impl Patterns {
                 r"\b(?:here(?:'s| is) your (?:coin|money|pay|silver|gold|payment|\w+)|the coin is received|i'll give you \w+ (?:silver|gold|copper)|take your coin)\b",
             ),
             player_sells: compile(
-                r"\b(?:would you buy|will you buy|want to buy|buy (?:it|this|these|them) from me|i'll sell|i will sell|i want to sell|i'd like to sell|i have \w+ to sell|care to buy)\b",
+                r"\b(?:would you buy|will you buy|(?:do you|you) want to buy|buy (?:it|this|these|them) from me|i'll sell|i will sell|i want to sell|i'd like to sell|i have \w+ to sell|care to buy)\b",
             ),
             harm: compile(
                 r"\b(?:i'll|i will|i shall|i'm going to|i am going to|i'm gonna|we'll|we will)(?:\s+[a-z']+){0,4}?\s+(?:kill|murder|burn|cut|gut|drown|hang|slaughter|break|hurt|end|skin|bury|smash|ruin|destroy|beat|stab|strangle|throttle|torch|flay|wreck|slit|choke|bleed|shoot|maim|finish|gouge)\b",
