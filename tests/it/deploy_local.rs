@@ -55,7 +55,12 @@ const BINARIES: [(&str, &str); 7] = [
 
 /// Runs `deploy/local/down` for the world when dropped, so a failed assertion leaves no
 /// servers or services running.
+/// One world at a time: `up` picks free ports before the services bind them, and two
+/// worlds starting together can pick the same one.
+static ONE_WORLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) struct World {
+    _turn: std::sync::MutexGuard<'static, ()>,
     root: std::path::PathBuf,
     scratch: std::path::PathBuf,
     /// Where `up` put the private PostgreSQL cluster when its user cannot reach the
@@ -78,8 +83,14 @@ impl World {
                 std::fs::copy(built, release.join(name)).unwrap();
             }
         }
-        let mut world = World { root, scratch, outside_cluster: None };
-        let up = world.script("up").env("NPCMEM_SKIP_BUILD", "1").env("NPCMEM_PRIVATE_SERVERS", "1").output().unwrap();
+        let turn = ONE_WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut world = World { _turn: turn, root, scratch, outside_cluster: None };
+        let up_once = || world.script("up").env("NPCMEM_SKIP_BUILD", "1").env("NPCMEM_PRIVATE_SERVERS", "1").output();
+        let mut up = up_once().unwrap();
+        // A port taken by another test between up's check and the service's bind: once more.
+        if !up.status.success() && String::from_utf8_lossy(&up.stderr).contains("Address already in use") {
+            up = up_once().unwrap();
+        }
         let (up_out, up_err) = (String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
         world.outside_cluster = up_err
             .split_once("so the cluster lives in ")
