@@ -237,17 +237,24 @@ fn candidate(
 
 /// Not glued to a word on either side ("ABC12345678", "v0201.1234.5678"), nor part of
 /// an identifier whose next part starts with a letter ("03048308-4643-c7ba-…", a UUID
-/// whose digit groups would otherwise cost a validation each).
+/// whose digit groups would otherwise cost a validation each), nor part of a clock
+/// time ("18:09:01.925571796" in every RFC 3339 timestamp with nanoseconds, "2026-12-05
+/// 18:09").
 fn is_standalone(haystack: &[u8], start: usize, end: usize) -> bool {
     let byte_at = |index: Option<usize>| index.and_then(|index| haystack.get(index)).copied();
     let is_word = |byte: Option<u8>| byte.is_some_and(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
     let joins = |byte: Option<u8>| matches!(byte, Some(b'-' | b'.'));
     let before = byte_at(start.checked_sub(1));
     let after = byte_at(Some(end));
-    let glued_before =
-        is_word(before) || before == Some(b'.') || (joins(before) && is_word(byte_at(start.checked_sub(2))));
-    let glued_after =
-        is_word(after) || (joins(after) && byte_at(Some(end + 1)).is_some_and(|byte| byte.is_ascii_alphabetic()));
+    let clock_time = before == Some(b':') && byte_at(start.checked_sub(2)).is_some_and(|byte| byte.is_ascii_digit());
+    let glued_before = is_word(before)
+        || before == Some(b'.')
+        || clock_time
+        || (joins(before) && is_word(byte_at(start.checked_sub(2))));
+    let clock_time_after = after == Some(b':') && byte_at(Some(end + 1)).is_some_and(|byte| byte.is_ascii_digit());
+    let glued_after = is_word(after)
+        || clock_time_after
+        || (joins(after) && byte_at(Some(end + 1)).is_some_and(|byte| byte.is_ascii_alphabetic()));
     !glued_before && !glued_after
 }
 

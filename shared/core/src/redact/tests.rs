@@ -151,6 +151,20 @@ fn digit_groups_inside_a_uuid_are_never_redacted() {
 }
 
 #[test]
+fn the_seconds_of_a_timestamp_are_never_a_phone_number() {
+    // "01.925571796" is eleven digits with a trunk 0: a valid French number on its own.
+    for stamp in [
+        "2026-12-05T18:09:01.925571796+00:00",
+        "2026-12-05 18:09:01.925571796Z",
+        "at 18:09:01.925571796 sharp",
+        "2026-12-05T12:30:07.0612345Z",
+    ] {
+        assert_eq!(redact(stamp), stamp);
+    }
+    assert_eq!(redact("call 01 92 55 71 79 at 18:09"), "call [PHONE] at 18:09");
+}
+
+#[test]
 fn luhn_valid_card_numbers_are_redacted() {
     for (text, expected) in [
         ("card 4111111111111111 exp 12/27", "card [CARD] exp 12/27"),
@@ -626,6 +640,13 @@ mod properties {
                 let as_bytes = redactor.redact_bytes(input.as_bytes());
                 prop_assert_eq!(as_bytes, redactor.redact(input).as_bytes().to_vec());
             }
+        }
+
+        #[test]
+        fn rfc3339_timestamps_come_through_untouched(seconds in 0i64..4_102_444_800, nanos in 0u32..1_000_000_000) {
+            let stamp = chrono::DateTime::from_timestamp(seconds, nanos).expect("in range").to_rfc3339();
+            let document = format!("{{\"started_at\":\"{stamp}\"}}");
+            prop_assert_eq!(redact(&document), document);
         }
 
         #[test]
