@@ -986,7 +986,7 @@ fn game_line(rng: &mut Rng) -> String {
     let character = rng.pick(CHARACTERS);
     let place = rng.pick(PLACES);
     let item = rng.pick(ITEMS);
-    match rng.below(24) {
+    match rng.below(25) {
         0 => format!("I'll give you {} gold for the {item}.", rng.between(1, 5000)),
         1 => format!("That'll be {} coins, friend.", thousands(rng.between(1000, 2_000_000))),
         2 => format!("Meet me in room {} at {}:{:02}.", rng.between(1, 999), rng.between(0, 23), rng.between(0, 59)),
@@ -1057,6 +1057,16 @@ fn game_line(rng: &mut Rng) -> String {
             rng.between(2, 40),
             rng.between(0, 23),
             rng.between(0, 59)
+        ),
+        23 => format!(
+            "Autosave {}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}+00:00 restored.",
+            rng.between(1990, 2030),
+            rng.between(1, 12),
+            rng.between(1, 28),
+            rng.between(0, 23),
+            rng.between(0, 59),
+            rng.between(0, 59),
+            rng.between(0, 999_999_999)
         ),
         _ => format!(
             "{character} of {place} bought {} arrows and {} bread on the {} of {}.",

@@ -358,13 +358,15 @@ pub(crate) fn negated(plain: &str, position: usize) -> bool {
         "not", "never", "no", "won't", "wouldn't", "don't", "didn't", "cannot", "can't", "shan't", "nobody", "without",
         "isn't", "wasn't", "couldn't", "nor",
     ];
+    // "You will not object to turning out your sleeve": a negated objection asks for it.
+    const LITOTES: &[&str] = &["object", "mind", "hesitate", "refuse"];
     let before = plain.get(..position).unwrap_or("");
-    before
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .filter(|w| !w.is_empty())
-        .rev()
-        .take(3)
-        .any(|w| NEGATIONS.contains(&w))
+    let words: Vec<&str> =
+        before.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()).rev().take(3).collect();
+    match words.iter().position(|w| NEGATIONS.contains(w)) {
+        Some(negation) => !words[..negation].iter().any(|w| LITOTES.contains(w)),
+        None => false,
+    }
 }
 
 /// A sentence quoted inside a memory; braces become parentheses, so nothing said can

@@ -220,3 +220,71 @@ fn a_player_who_wants_to_buy_is_buying_not_selling() {
     let trade = found.iter().find(|f| f.kind == Kind::Trade).expect("a trade");
     assert!(trade.content.contains("bought"), "{}", trade.content);
 }
+
+#[test]
+fn a_bare_vow_seals_the_plan_said_just_before_it() {
+    assert_eq!(
+        kinds(&[
+            (Npc, "The ferry left without my parcel."),
+            (Player, "I'll fetch it from the quay myself. I swear it.")
+        ]),
+        ["promise"]
+    );
+    assert_eq!(
+        kinds(&[(Npc, "Coins. On the counter."), (Player, "There. Won't happen again. I promise.")]),
+        ["promise"]
+    );
+    // A vow with no plan before it in the same message promises nothing.
+    assert!(kinds(&[(Player, "I'll see."), (Npc, "Will you?"), (Player, "I swear.")]).is_empty());
+}
+
+#[test]
+fn a_negated_objection_still_asks_for_it() {
+    assert!(negated("i won't hurt you", "i won't ".len()));
+    assert!(!negated("you will not object to turning out your pockets", "you will not object to ".len()));
+    assert!(!negated("you won't mind emptying your satchel", "you won't mind ".len()));
+}
+
+#[test]
+fn a_livelihood_saved_from_a_disaster_is_a_rescue_and_talk_of_one_is_not() {
+    let saved = kinds(&[
+        (Npc, "When the barn caught I froze, and there you were with the buckets before the roof went."),
+        (Player, "It was only the hay loft."),
+        (Npc, "Those cows are everything I've got."),
+    ]);
+    assert!(saved.contains(&"rescue"), "{saved:?}");
+    assert!(
+        kinds(&[(Npc, "The scholars will teach me everything I have to know."), (Player, "We sat by the fire.")])
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_fight_the_npc_gives_up_in_pain_is_combat_against_it() {
+    let findings = RulesExtractor::shared().findings(&conversation(&[
+        (Npc, "You want the rent? Come and take it."),
+        (Player, "Gladly."),
+        (Npc, "Argh! My ribs! I yield, I yield."),
+    ]));
+    assert_eq!(findings.iter().map(|f| f.kind).collect::<Vec<_>>(), [Kind::Combat]);
+    assert_eq!(findings[0].target, Some(Party::Npc));
+    assert!(kinds(&[(Npc, "Fine, you win the argument."), (Player, "Told you so.")]).is_empty());
+}
+
+#[test]
+fn help_told_afterwards_by_the_npc_is_help() {
+    assert_eq!(
+        kinds(&[
+            (Npc, "The well hasn't gone dry since you were down there clearing it. You're the best."),
+            (Player, "Glad to."),
+        ]),
+        ["help"]
+    );
+    assert_eq!(
+        kinds(&[
+            (Npc, "Heard you kept the stall open for me all Saturday. Bless your heart."),
+            (Player, "No trouble.")
+        ]),
+        ["help"]
+    );
+}

@@ -104,15 +104,30 @@ impl Patterns {
             let message_says_it = self.rescue_context.is_match(&s.plain)
                 && (s.plain.contains("because of you") || s.plain.contains("thanks to you"))
                 && scene.sentences.iter().filter(|other| other.message == s.message).any(|other| {
-                    ["alive", "live", "breathing", "dead", "die", "life"].iter().any(|w| other.words().any(|x| x == *w))
+                    ["alive", "live", "lives", "living", "breathing", "dead", "die", "life"]
+                        .iter()
+                        .any(|w| other.words().any(|x| x == *w))
                 });
             let pulled_out = Self::found(&self.rescue_pulled, s) || self.rescue_counterfactual.is_match(&s.plain);
             said || message_says_it || pulled_out
         });
-        let (_, sentence) = from_npc.or_else(|| {
-            Self::player_sentences(scene)
-                .find(|(_, s)| Self::found(&self.rescue_player, s) && !self.hypothetical.is_match(&s.plain))
-        })?;
+        // "That flock is all I have" after a flood or a fire the player was out in: the
+        // NPC's livelihood was saved, told by what the player did in it.
+        let livelihood = || {
+            let at_stake = Self::npc_sentences(scene).any(|(_, s)| self.livelihood.is_match(&s.plain));
+            (at_stake && self.disaster.is_match(&scene.plain))
+                .then(|| {
+                    Self::npc_sentences(scene)
+                        .find(|(_, s)| Self::found(&self.player_acted, s) && !s.plain.ends_with('?'))
+                })
+                .flatten()
+        };
+        let (_, sentence) = from_npc
+            .or_else(|| {
+                Self::player_sentences(scene)
+                    .find(|(_, s)| Self::found(&self.rescue_player, s) && !self.hypothetical.is_match(&s.plain))
+            })
+            .or_else(livelihood)?;
         Some(Finding {
             kind: Kind::Rescue,
             actor: Party::Player,
@@ -128,15 +143,22 @@ impl Patterns {
 
     pub(super) fn combat(&self, scene: &Scene<'_>, rescued: bool) -> Option<Finding> {
         let whole = &scene.plain;
-        let (_, sentence) = scene.sentences.iter().enumerate().find(|(_, s)| {
+        let fought = scene.sentences.iter().enumerate().find(|(_, s)| {
             if s.reported || s.plain.ends_with('?') || self.hypothetical.is_match(&s.plain) {
                 return false;
             }
             let we_fought = Self::found(&self.combat_we, s) && self.combat_context.is_match(whole);
             we_fought || Self::found(&self.combat_said, s) || Self::found(&self.enemies_down, s)
-        })?;
+        });
+        // "You win! Get your knee off my neck": the NPC gives up a fight while hurting.
+        let yielded = || {
+            let hurt = Self::npc_sentences(scene).any(|(_, s)| self.hurt.is_match(&s.plain));
+            Self::npc_sentences(scene).find(|(_, s)| hurt && self.yields.is_match(&s.plain))
+        };
+        let (_, sentence) = fought.or_else(yielded)?;
+        let against_npc_told = yielded().is_some_and(|(_, s)| s.text == sentence.text);
         let enemy = scene.sentences.iter().flat_map(|s| s.words()).find(|w| ENEMIES.contains(w)).map(str::to_string);
-        let against_npc = enemy.is_none() && self.against_npc.is_match(whole);
+        let against_npc = enemy.is_none() && (against_npc_told || self.against_npc.is_match(whole));
         let severity = if rescued || whole.contains("throat") || whole.contains("die") {
             Severity::Severe
         } else {

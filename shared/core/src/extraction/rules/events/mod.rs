@@ -171,6 +171,12 @@ pub(crate) struct Patterns {
     commitment_excluded: Regex,
     commitment: Regex,
     solemn: Regex,
+    livelihood: Regex,
+    disaster: Regex,
+    player_acted: Regex,
+    hurt: Regex,
+    yields: Regex,
+    plan: Regex,
     secret_marker: Regex,
     confession_frame: Regex,
     confessed_deed: Regex,
@@ -239,7 +245,7 @@ impl Patterns {
                 r"\b(?:i'll|i will|i shall)\s+see\s+(?:you|your)\b[^.!?]*\b(?:drowned|hanged|hung|dead|revoked|seized|ruined|burned|burnt|whipped|flogged|irons|chains|gaol|jail|prison|flayed|buried|dangling|swinging|hanging|rotting|rot|bleeding|burning)\b",
             ),
             threat_phrase: compile(
-                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor (?:else )?i(?:'ll| will)? (?:open|cut|gut|kill|break|burn|end|hurt|smash|wreck|torch) (?:you|every|all|both)\b|\bbefore i lose (?:my|me) (?:patience|temper)\b|\b(?:nice|sweet|pretty|lovely|fine) (?:little )?(?:kid|girl|boy|daughter|son|wife|husband|family|shop|stall|place|forge|house|boat|mill|farm) (?:you(?:'ve)? got|you have)\b[^.!?]*\b(?:shame|pity|alone|own|careful|accident|happen)\b|\b(?:walks?|goes) home (?:alone|on (?:her|his|their) own)\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen(?:\W*$|,| to (?:people|folk|those|them|the best))|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
+                r"(?:\byour?\b|^(?:now[,.]? )?(?:give|hand|tell|open|get|pay|bring|do|stay|move|leave|shut|keep|stop)\b)[^.!?]*\bor else\W*$|\bor (?:else )?i(?:'ll| will)? (?:open|cut|gut|kill|break|burn|end|hurt|smash|wreck|torch) (?:you|every|all|both)\b|\b(?:before|'fore|fore) i lose (?:my|me) (?:patience|temper)\b|\bagain,? and (?:i'll|i will|i shall)\b[^.!?]*\b(?:you|your)\b|\b(?:nice|sweet|pretty|lovely|fine) (?:little )?(?:kid|girl|boy|daughter|son|wife|husband|family|shop|stall|place|forge|house|boat|mill|farm) (?:you(?:'ve)? got|you have)\b[^.!?]*\b(?:shame|pity|alone|own|careful|accident|happen)\b|\b(?:walks?|goes) home\b[^.!?]{0,30}\b(?:alone|on (?:her|his|their) own)\b|\b(?:you'll regret|you will regret|you'll be sorry|you will be sorry|watch your back|last warning|i know where you live|i (?:draw|drew|raise|point|level) my (?:sword|blade|dagger|knife|bow|crossbow|axe|pistol) (?:on|at) you|hand over your (?:purse|gold|coin|money|valuables)|you'll pay for (?:this|that)|you will pay for (?:this|that)|i'll make you pay|you'll wish you)\b|(?:^|, )(?:you're|you are) dead\b|\b(?:be|is) a (?:great |real |terrible |awful )?(?:pity|shame) if\b|^(?:a )?(?:shame|pity) if (?:your|you)\b|\bmay find (?:this|your|that)\b[^.!?]*\b(?:less safe|accident|burn|fire|strange)\b|\baccidents happen(?:\W*$|,| to (?:people|folk|those|them|the best))|\bfull of accidents\b|\bwater (?:tastes|tasteth) strange\b",
             ),
             deadly: compile(
                 r"\b(?:kill|murder|dead|die|throat|drown|drowned|gut|hang|hanged|slaughter|burn|strangle|open you|irons|bury|buried|blood|bleed)\b",
@@ -256,16 +262,16 @@ impl Patterns {
                 r"^you (?:smell|stink|reek) (?:like an? |of )|\b(?:fit only for (?:swine|pigs|dogs|the dogs)|your (?:[a-z']+ ){0,2}(?:is|are) (?:rubbish|junk|garbage|trash|worthless|swill|slop|muck|filth|pig swill|an insult|a disgrace))\b",
             ),
             theft_admit: compile(
-                r"\bi (?:stole|nicked|pinched|took (?:it|them|your|coin|money|the [a-z]+ from)|lifted|swiped|pocketed|filched|snatched|robbed|helped myself to|liberated)\b|\b(?:might've|might have) (?:liberated|borrowed|nicked|pinched)\b",
+                r"^(?:yeah, |aye, |well, )?(?:stole|nicked|pinched|swiped|pocketed|filched|helped myself to|helped meself to)\b|\bi (?:stole|nicked|pinched|took (?:it|them|your|coin|money|the [a-z]+ from)|lifted|swiped|pocketed|filched|snatched|robbed|helped myself to|liberated)\b|\b(?:might've|might have) (?:liberated|borrowed|nicked|pinched)\b",
             ),
             theft_from_npc: compile(
-                r"\bfrom (?:you|your)\b|\b(?:stole|nicked|pinched|swiped|pocketed|filched|took) your\b|\brobbed you\b",
+                r"\bfrom (?:you|your)\b|\b(?:stole|nicked|pinched|swiped|pocketed|filched|took) your\b|\brobbed you\b|\bbefore you (?:noticed|missed (?:it|them)|found out|could notice)\b",
             ),
             theft_excuse: compile(
                 r"\b(?:stole|nicked|pinched|took) your (?:idea|heart|line|joke|thunder|spot|seat|name|look|style|advice|word|point|class|suggestion|recommendation|lead)\b|\btook (?:a|the|my|our|his|her) (?:wrong|long|short|road|path|turn|nap|look|chance|ferry|boat|bath|walk|day|time|break|job|risk|stairs|left|right|seat|shot|liberty)\b",
             ),
             theft_context: compile(
-                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|'s gone|short this|walked off|there (?:were|was) more|no longer (?:on|in)|blamed the)\b",
+                r"\b(?:missing|stolen|been at my|been at the|went missing|thief|thieving|the till|poor box|disappeared|vanished|lifted|nicked|gone from|is gone|are gone|'s gone|short this|walked off|there (?:were|was) more|no longer (?:on|in)|blamed the|left with (?:him|her|me|you))\b",
             ),
             it_was_me: compile(
                 r"\b(?:that was me|it was me|it was i|that was i|i'm the one who|i was the one who)\b|^me\W*$",
@@ -274,7 +280,7 @@ impl Patterns {
                 r"(?:^|\bhands? )out of (?:the|my) (?:till|purse|pocket|box|drawer)|\b(?:turn(?:ing)? out your (?:[a-z']+ ){0,2}(?:sleeve|pockets?|bag|pack|purse)|empty your pockets|caught you (?:stealing|taking|with)|put it back|you stole|you've been stealing|you took my|you sold my|you nicked|you pinched|(?:you|you little|you dirty|you filthy|stop,?) thief|^thief)\b|\b(?:saw|watched) (?:it|that|you)\b[^.!?]*\b(?:up|into|in) your (?:sleeve|pocket|coat|bag|pack|cuff|shirt|boot|tunic|jerkin|apron)\b",
             ),
             concede: compile(
-                r"^(?:\W*)(?:fine|very well|alright|all right|ok|okay|here|sorry|i'm sorry|forgive me|yes|i did|i know)\b|\bit must have\b",
+                r"^(?:\W*)(?:fine|very well|alright|all right|ok|okay|here|sorry|i'm sorry|forgive me|yes|i did|i know)\b|\bit must have\b|\b(?:won't|will not|shan't) happen again\b|\bnever again\b",
             ),
             deny: compile(r"\b(?:i didn't|i did not|i never|wasn't me|weren't me|search my|not me)\b"),
             valuables: compile(
@@ -282,7 +288,7 @@ impl Patterns {
             ),
             petty: compile(r"\b(?:apples?|eggs?|bread|pie|pies|cabbages?|pennies|penny|loaf|cheese)\b"),
             betray_admit: compile(
-                r"\bi (?:lied to you|lied about|deceived you|tricked you|betrayed you|broke my (?:word|promise|oath)|sold you out|should not have lied|shouldn't have lied|know i said i'd|know i promised|told you i'd [a-z']+ it because|never (?:meant|intended) to (?:pay|return|keep|bring))\b|\b(?:that was|it was) (?:untrue|a lie|false)\b|\bi let you (?:suspect|believe|think)\b|\btoo ashamed to tell you\b|\bi couldn't face telling you\b",
+                r"\bi (?:lied to you|lied about|deceived you|tricked you|betrayed you|broke my (?:word|promise|oath)|sold you out|should not have lied|shouldn't have lied|know i said i'd|know i promised|told you i'd [a-z']+ it because|never (?:meant|intended) to (?:pay|return|keep|bring))\b|\b(?:that was|it was) (?:untrue|a lie|false)\b|\bi let you (?:suspect|believe|think)\b|\btoo ashamed to tell you\b|\bi couldn't face telling you\b|\bi (?:couldn't|could not) bear to tell you\b|\bi told myself i'd\b[^.!?]*\bbefore you noticed\b",
             ),
             // "I'll work it off" repays only where something is owed.
             debt: compile(
@@ -290,7 +296,7 @@ impl Patterns {
             ),
             lie_owned: compile(r"^(?:that was|it was) (?:untrue|a lie|false)$"),
             betray_accuse: compile(
-                r"\byou (?:lied|swore|promised|told me you|said you'd|said you would|gave (?:me )?your word|sold me (?:out|for|to)|betrayed|deceived|tricked|cheated|painted)\b",
+                r"\byou did (?:swear|promise|give your word)\b|\byou (?:lied|swore|promised|told me you|said you'd|said you would|gave (?:me )?your word|sold me (?:out|for|to)|betrayed|deceived|tricked|cheated|painted)\b",
             ),
             exposed: compile(
                 r"\b(?:never|lied|saw you|there is no|no such|been a week|instead|never arrived|never got|sold it|smashed|heard of you|open all night|you were at|fake|painted|yet the|and yet|now the)\b",
@@ -311,6 +317,24 @@ impl Patterns {
                 r"\b(?:i'll|i will|i shall|i'm going to)\b[^.!?]{0,50}?\b(?:bring|pay (?:you|it) back|pay you by|repay|return (?:it|them|your|the [a-z]+ (?:to|by|before|tomorrow))|deliver|make it right|make it up to you|work it off|help you|fix (?:it|your|the)|mend|fetch|look after|watch over|send word|get (?:it|them) back|find (?:your|him|her|them))\b",
             ),
             solemn: compile(r"\b(?:honour|honor|life|soul|grave|solemn)\b"),
+            livelihood: compile(
+                r"(?:\b(?:(?:is|are|was|were) (?:all|everything) (?:i have|i've got|i had|we have|we've got)|everything (?:i've got|i have|i own))(?: in the world| left)?(?:\W*$|[,;:]| to live on)|\b(?:i'd be a beggar|we'd have starved)\b)",
+            ),
+            disaster: compile(
+                r"\b(?:fire|flood|flooded|smoke|blaze|flames|burning|the water came|water kept coming|storm|wolves|avalanche|landslide|collapsed|caught)\b",
+            ),
+            player_acted: compile(
+                r"\bthere you were\b|\byou (?:were|beat|came|put|got|drove|pulled|dragged|carried|fought|waded|climbed|ran|kept|held|brought)\b",
+            ),
+            hurt: compile(
+                r"\b(?:my (?:arm|neck|nose|ribs|leg|jaw|head|teeth)!|can't breathe|agh|argh|ow|ouch|you broke my)\b",
+            ),
+            yields: compile(
+                r"^(?:alright, alright, |all right, all right, |enough, )?(?:i yield|yield|you win|i give up|mercy)\b",
+            ),
+            plan: compile(
+                r"\b(?:i'll|i will|i shall|i'm going to)\b|\b(?:won't|will not|shan't) happen again\b|^never again\b",
+            ),
             secret_marker: compile(
                 r"\b(?:never told (?:anyone|anybody|a living soul|a soul|no one|nobody)|don't tell (?:anyone|anybody|a soul|no one|nobody)|do not tell (?:anyone|anybody)|please don't (?:tell|say) (?:anything|nothing|anyone|a word)|keep (?:this|it) (?:quiet|secret|between us|to yourself)|between you and me|(?:just|strictly|stays|stay|keep (?:it|this)) between us|^between us|(?:no soul|no one|nobody|none) knows? (?:it |this )?(?:but|save|except) you|^(?:and )?(?:nobody|no one) else\W*$|can i tell you (?:something|a secret)|tell you a secret|something i have never told|one person to know|your silence|tell no one|(?:nobody|no one) else knows|(?:i have|i've) told no (?:one|living soul)|told no living soul|between you an' me)\b",
             ),
@@ -332,7 +356,7 @@ impl Patterns {
                 r"^(?:here[,.]? |please[,.]? |go on[,.]? |now[,.]? )?(?:take|keep) (?:it|this|these|them|the [a-z]+)\b",
             ),
             gift_excluded: compile(
-                r"\b(?:back|make it right|make amends|for my|gift for (?:my|his|her|their)|take (?:the|a) (?:road|path|left|right|turn|seat|stairs|long|short|lane|bridge|ford)|take it easy|take care|take your time|take it from|keep it (?:up|going|simple|real|in mind|down|quiet|clean|together))\b",
+                r"\b(?:back|make it right|make amends|for my|gift for (?:my|his|her|their)|take (?:the|a) (?:road|path|left|right|turn|seat|stairs|long|short|lane|bridge|ford)|take it easy|take care|take your time|take it from|keep it (?:up|going|simple|real|in mind|down|quiet|clean|together)|keep (?:it|this|them|the [a-z]+) (?:[a-z]+ed|shut|open|safe|dry|clean|warm|tight|in|on|out|away|up|down)|next time)\b",
             ),
             help_done: compile(
                 r"\b(?:i(?:'ve| have)?|we(?:'ve| have)?)\s+(?:just\s+|already\s+|finally\s+|also\s+)?(?:delivered|brought|carried|fixed|repaired|mended|swept|washed|cleared|hauled|finished|completed|fetched|returned|put in|chopped|stacked|fed|watered|cleaned|patched|dug|gathered|collected|boiled|healed|bound|stitched|found your|got your|built|milked|herded|rounded up|carried up)\b",
@@ -348,20 +372,20 @@ impl Patterns {
                 r"\b(?:your|for you|you asked|the last of|(?:it|them) (?:out|back|up|down)|all of (?:it|them)|every (?:one|single one))\b",
             ),
             help_npc: compile(
-                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more for|the work|it all|me)\b|\byou (?:sat|stayed) up\b[^.!?]*\b(?:night|hours)\b|\byou spent the (?:whole|entire)\b[^.!?]*\b(?:mending|fixing|counting|carrying|cleaning|helping)\b|\bthe work of (?:two|three|four|ten|a dozen)\b",
+                r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more for|the work|it all|me)\b|\byou (?:sat|stayed) up\b[^.!?]*\b(?:night|hours)\b|\byou spent the (?:whole|entire)\b[^.!?]*\b(?:mending|fixing|counting|carrying|cleaning|helping)\b|\bthe work of (?:two|three|four|ten|a dozen)\b|\byou(?:'ve| have)? (?:[a-z]+ed|ran|did|took|kept|made|got|dug|fed|built|swept|sat|stood|held|spoke|speak|tell|told|put|found|brought|caught|gave|drove|wrote|read|won|paid|sorted|sewed|sewn) [^.!?]{0,40}\bfor (?:me|us|my)\b|\bsince you (?:were (?:up|down|out|in|on|here|there)|fixed|mended|patched|cleared|repaired|sorted|came)\b|\byou were (?:up|out|down|in|at)\b[^.!?]{0,40}\b(?:all (?:day|night|afternoon|morning|evening|week)|(?:two|three|four|five|six|seven) (?:days|nights|hours))\b|^you found [a-z]+\W*$",
             ),
             gratitude: compile(
-                r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work|saved me a trip|saved my neck|cheers)\b",
+                r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work|saved me a trip|saved my neck|cheers|your doing|owe you much|treasure|you're the best|you are the best|make me cry|what would i do without you|don't know what i'd have done|bless your)\b",
             ),
             deep_gratitude: compile(r"\b(?:in your debt|great service|the work of|i owe you|all my heart|truly)\b"),
             rescue_npc: compile(
-                r"\b(?:you saved|you rescued|you pulled me out|your hand had my|owe you my (?:life|leg|neck|skin|hide)|(?:has|have) my life|not a moment too soon|another (?:breath|moment|minute|second|heartbeat) and|(?:i'd|i would) (?:be dead|have died|have drowned|have burned)[^.!?]*\b(?:without you|if not for you|if you hadn't)|how you carried (?:her|him|them|me)|saved (?:my|our) (?:life|lives|family|daughter|son|wife|husband|children|farm|home|shop|forge|livelihood|flock|boy|girl)|every [a-z]+, every [a-z]+,? saved)\b",
+                r"\b(?:you saved|you rescued|you pulled me out|your hand had my|owe you my (?:life|leg|neck|skin|hide)|(?:has|have) my life|not a moment too soon|another (?:breath|moment|minute|second|heartbeat) and|(?:i'd|i would) (?:be dead|have died|have drowned|have burned)[^.!?]*\b(?:without you|if not for you|if you hadn't|had you not)|(?:i had not|i'd not have|i would not have|i'd never have) (?:lived|survived)[^.!?]*\b(?:without you|if not for you|if you hadn't|had you not)|another (?:few )?(?:breaths?|moments?|minutes?|seconds?|heartbeats?) and (?:i'd|i would|we'd|he'd|she'd|they'd) (?:be|have)|how you carried (?:her|him|them|me)|saved (?:my|our) (?:life|lives|family|daughter|son|wife|husband|children|farm|home|shop|forge|livelihood|flock|boy|girl)|every [a-z]+, every [a-z]+,? saved)\b",
             ),
             rescue_counterfactual: compile(
                 r"\b(?:if you hadn't|had you not|hadn't you|had you tarried)\b[^.!?]*\b(?:i'd|i would|i should|i had|we'd|she'd|he'd|they'd|i'd have)\b",
             ),
             rescue_pulled: compile(
-                r"\byou (?:did )?(?:went in after me|go in after me|got a (?:fist|hand) in my|caught my (?:collar|wrist|arm|hand)|(?:pulled|hauled|dragged|drew|fished|carried) (?:me|her|him|them|my [a-z]+) (?:out|back|forth|up|free|clear|ashore|from))",
+                r"\byou (?:came|climbed|swam|ran|crawled|waded) [^.!?]{0,40}\band (?:got|grabbed|caught|pulled|fetched|drew) (?:me|her|him|them)\b|\byou (?:did )?(?:went in after me|go in after me|got a (?:fist|hand) in my|caught my (?:collar|wrist|arm|hand)|(?:pulled|hauled|dragged|drew|fished|carried) (?:me|her|him|them|my [a-z]+) (?:out|back|forth|up|free|clear|ashore|from))",
             ),
             rescue_context: compile(
                 r"\b(?:thanks to you|because of you)\b[^.!?]*|\b(?:alive|i'll live|breathing|you're safe|they're safe)\b",
@@ -398,7 +422,11 @@ impl Patterns {
         let theft = self.theft(scene);
         let rescue = self.rescue(scene);
         let gift = if theft.is_none() { self.gift(scene, trade.is_some()) } else { None };
-        let help = if rescue.is_none() && gift.is_none() { self.help(scene) } else { None };
+        // Help beside a gift or a rescue only where another sentence carries it: the
+        // sentence that hands over a gift or tells a rescue is not also a favour.
+        let help = self.help(scene).filter(|help| {
+            [&rescue, &gift].into_iter().flatten().all(|other| other.evidence != help.evidence) && rescue.is_none()
+        });
         let secret = if theft.is_none() { self.secret(scene) } else { None };
         let combat = self.combat(scene, rescue.is_some());
         [

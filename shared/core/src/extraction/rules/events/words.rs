@@ -4,7 +4,7 @@ use super::*;
 
 impl Patterns {
     pub(super) fn promise(&self, scene: &Scene<'_>) -> Option<Finding> {
-        let (_, sentence) = Self::player_sentences(scene).find(|(index, s)| {
+        let vowed_or_committed = Self::player_sentences(scene).find(|(index, s)| {
             let plain = &s.plain;
             let vowed = self.vow.captures_iter(plain).any(|c| {
                 let m = c.get(0).map_or(0..0, |m| m.range());
@@ -23,7 +23,28 @@ impl Patterns {
                 && !self.hypothetical.is_match(plain)
                 && !self.commitment_excluded.is_match(plain);
             (vowed || committed) && !plain.ends_with('?') && !self.laughed_off(scene, *index)
-        })?;
+        });
+        // "I'll ride to Renna myself. I swear it.": a bare vow seals the plan the player
+        // stated just before it in the same message.
+        let sealed = || {
+            Self::player_sentences(scene).find_map(|(index, s)| {
+                let bare = s.word_count() <= 4 && self.vow.is_match(&s.plain) && !negated(&s.plain, 0);
+                if !bare || self.laughed_off(scene, index) {
+                    return None;
+                }
+                scene.sentences[..index]
+                    .iter()
+                    .rev()
+                    .take_while(|earlier| earlier.message == s.message)
+                    .find(|earlier| {
+                        self.plan.is_match(&earlier.plain)
+                            && !earlier.plain.ends_with('?')
+                            && !self.hypothetical.is_match(&earlier.plain)
+                    })
+                    .map(|plan| (index, plan))
+            })
+        };
+        let (_, sentence) = vowed_or_committed.or_else(sealed)?;
         let severity = if self.solemn.is_match(&sentence.plain) {
             Severity::Severe
         } else if self.vow.is_match(&sentence.plain) {
