@@ -25,6 +25,8 @@ pub struct LabelledConversation {
     pub id: String,
     pub conversation: ConversationEnded,
     pub kinds: BTreeSet<String>,
+    /// Each labelled memory's kind and its evidence, a verbatim part of one message.
+    pub labels: Vec<(Kind, String)>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,6 +54,8 @@ struct LabelledMessage {
 #[derive(Debug, Deserialize)]
 struct Expected {
     kind: String,
+    #[serde(default)]
+    evidence: String,
 }
 
 /// Every labelled conversation in the JSON-lines files of `dir` (`tuning/` or
@@ -76,7 +80,13 @@ pub fn load_part(dir: &Path) -> anyhow::Result<Vec<LabelledConversation>> {
             let lines = labelled.messages.iter().map(|m| (m.speaker == Speaker::Player, m.text.as_str()));
             let conversation =
                 conversation(&labelled.player.name, &labelled.npc.name, labelled.npc.role.as_deref(), lines);
-            set.push(LabelledConversation { id: labelled.id, conversation, kinds });
+            let labels = labelled
+                .expected
+                .iter()
+                .filter_map(|e| Some((Kind::parse(&e.kind)?, e.evidence.clone())))
+                .filter(|(_, evidence)| !evidence.is_empty())
+                .collect();
+            set.push(LabelledConversation { id: labelled.id, conversation, kinds, labels });
         }
     }
     Ok(set)

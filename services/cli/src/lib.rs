@@ -28,6 +28,7 @@ mod stats;
 mod stream_erase;
 mod switches;
 mod table;
+mod train;
 mod transfer;
 
 use std::ffi::OsString;
@@ -156,6 +157,9 @@ enum Command {
         #[command(subcommand)]
         action: recall::RecallCommand,
     },
+    /// Train the rules extractor's learned reader on data/extraction/tuning and everyday
+    /// chats, writing data/extraction/reader.bin (needs deploy/local/fetch-corpus).
+    TrainExtractor(train::TrainArgs),
     /// Runtime switches (degraded mode, gossip, consolidation): list or set.
     Switch {
         #[command(subcommand)]
@@ -235,6 +239,7 @@ pub async fn execute(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Consolidate { action } => consolidate::run(&context, action, out).await,
         Command::Switch { action } => switches::run(&context, action, out).await,
         Command::Recall { action } => recall::run(&context, action, out).await,
+        Command::TrainExtractor(args) => train::run(args, out).map_err(|error| CliError::Failed(format!("{error:#}"))),
         Command::Bench { scenario } => {
             bench::run(&context.common, scenario).await.map_err(|error| CliError::Failed(format!("{error:#}")))
         }

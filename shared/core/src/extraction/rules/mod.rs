@@ -14,6 +14,7 @@
 
 mod events;
 mod facts;
+pub mod learned;
 mod lexicon;
 mod text;
 
@@ -268,19 +269,28 @@ impl RulesExtractor {
     /// Every event and fact the conversation carries evidence of, events first, each
     /// kind at most once.
     pub fn findings(&self, conversation: &ConversationEnded) -> Vec<Finding> {
-        let player = display_name(&conversation.player.name, "The player");
-        let player_first_name = conversation
-            .player
-            .name
-            .split_whitespace()
-            .next()
-            .filter(|name| name.chars().next().is_some_and(char::is_uppercase))
-            .map(str::to_string);
-        let sentences = text::sentences(conversation.messages.iter().map(|m| (m.speaker, m.text.as_str())));
-        let plain = sentences.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(" ");
-        let scene = Scene { sentences, player, player_first_name, plain };
+        let scene = scene(conversation);
         let mut findings = self.events.detect(&scene);
-        findings.extend(self.facts.detect(&scene));
+        let mut facts = self.facts.detect(&scene);
+        // What the patterns missed, the learned reader may find told in other words.
+        for reading in learned::Reader::shipped().read(&scene) {
+            // A good turn the patterns already read as help, a gift or a rescue is not read
+            // again as another of them ("Let me carry those sacks for you" is not a gift).
+            const GOOD_TURNS: [Kind; 3] = [Kind::Help, Kind::Gift, Kind::Rescue];
+            let told = |finding: &Finding| {
+                finding.kind == reading.kind
+                    || (GOOD_TURNS.contains(&finding.kind) && GOOD_TURNS.contains(&reading.kind))
+            };
+            if findings.iter().chain(&facts).any(told) {
+                continue;
+            }
+            if reading.kind.is_event() {
+                findings.extend(self.events.from_reading(&scene, reading.kind, reading.sentence));
+            } else {
+                facts.extend(facts::from_reading(&scene, reading.kind, reading.sentence));
+            }
+        }
+        findings.extend(facts);
         for finding in &mut findings {
             finding.content = as_the_npc_remembers(&finding.statement, &scene.player);
         }
@@ -347,17 +357,34 @@ fn finish(finding: Finding) -> ExtractedMemory {
     }
 }
 
+/// The conversation cut into sentences, as every reader sees it.
+pub(crate) fn scene(conversation: &ConversationEnded) -> Scene<'_> {
+    let player = display_name(&conversation.player.name, "The player");
+    let player_first_name = conversation
+        .player
+        .name
+        .split_whitespace()
+        .next()
+        .filter(|name| name.chars().next().is_some_and(char::is_uppercase))
+        .map(str::to_string);
+    let sentences = text::sentences(conversation.messages.iter().map(|m| (m.speaker, m.text.as_str())));
+    let plain = sentences.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(" ");
+    Scene { sentences, player, player_first_name, plain }
+}
+
 fn display_name(name: &str, fallback: &str) -> String {
     let trimmed = name.trim();
     if trimmed.is_empty() { fallback.to_string() } else { trimmed.to_string() }
 }
 
+/// Words that deny what follows them.
+pub(crate) const NEGATIONS: &[&str] = &[
+    "not", "never", "no", "won't", "wouldn't", "don't", "didn't", "cannot", "can't", "shan't", "nobody", "without",
+    "isn't", "wasn't", "couldn't", "nor",
+];
+
 /// True when a negation word stands among the three words before byte `position`.
 pub(crate) fn negated(plain: &str, position: usize) -> bool {
-    const NEGATIONS: &[&str] = &[
-        "not", "never", "no", "won't", "wouldn't", "don't", "didn't", "cannot", "can't", "shan't", "nobody", "without",
-        "isn't", "wasn't", "couldn't", "nor",
-    ];
     // "You will not object to turning out your sleeve": a negated objection asks for it.
     const LITOTES: &[&str] = &["object", "mind", "hesitate", "refuse"];
     let before = plain.get(..position).unwrap_or("");

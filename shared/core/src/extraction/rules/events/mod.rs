@@ -464,3 +464,55 @@ impl Patterns {
         pattern.find_iter(&sentence.plain).any(|m| !negated(&sentence.plain, m.start()))
     }
 }
+
+impl Patterns {
+    /// The event the learned reader found in the sentence at `index`, told as the
+    /// patterns tell it, with severity and sides read off the scene as they are; none
+    /// where the sentence quotes someone else or the other side laughed it off.
+    pub(crate) fn from_reading(&self, scene: &Scene<'_>, kind: Kind, index: usize) -> Option<Finding> {
+        let sentence = &scene.sentences[index];
+        if sentence.reported || self.laughed_off(scene, index) {
+            return None;
+        }
+        let said = quote(sentence.text);
+        let whole = &scene.plain;
+        let against_npc = kind == Kind::Combat && self.against_npc.is_match(whole);
+        let (statement, severity) = match kind {
+            Kind::Trade => (format!("{P} traded with {N}: {said}"), Severity::Minor),
+            Kind::Gift => (format!("{P} gave {N} a gift: {said}"), Severity::Minor),
+            Kind::Help => (format!("{P} helped {N}: {said}"), Severity::Minor),
+            Kind::Combat if against_npc => (format!("{P} fought {N}: {said}"), Severity::Moderate),
+            Kind::Combat => (format!("{P} fought for {N}: {said}"), Severity::Moderate),
+            Kind::Rescue => (format!("{P} rescued {N}: {said}"), Severity::Severe),
+            Kind::Threat => {
+                let deadly = self.deadly.is_match(&sentence.plain);
+                (format!("{P} threatened {N}: {said}"), if deadly { Severity::Severe } else { Severity::Moderate })
+            }
+            Kind::Insult => (format!("{P} insulted {N}: {said}"), Severity::Minor),
+            Kind::Theft => {
+                let severity = if self.valuables.is_match(whole) {
+                    Severity::Severe
+                } else if self.petty.is_match(whole) {
+                    Severity::Minor
+                } else {
+                    Severity::Moderate
+                };
+                (format!("{P} stole from {N}: {said}"), severity)
+            }
+            Kind::Betrayal => (format!("{P} broke faith with {N}: {said}"), Severity::Moderate),
+            Kind::Promise => (format!("{P} promised {N}: {said}"), Severity::Moderate),
+            _ => (format!("{P} confided a secret to {N}: {said}"), Severity::Moderate),
+        };
+        Some(Finding {
+            kind,
+            actor: Party::Player,
+            target: Some(if kind == Kind::Combat && !against_npc { Party::Other } else { Party::Npc }),
+            severity,
+            evidence: sentence.text.to_string(),
+            content: String::new(),
+            statement,
+            topics: Vec::new(),
+            valence: against_npc.then_some(EmotionalValence::Negative),
+        })
+    }
+}
