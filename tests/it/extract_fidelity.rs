@@ -63,7 +63,7 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
     let corpus = repository().join(extraction_set::DEFAULT_CORPUS);
     let everyday = extraction_set::everyday(&corpus, 0, 500)
         .expect("the Chit-Chat corpus is there (deploy/local/test fetches it; or deploy/local/fetch-corpus)");
-    assert_eq!((tuning.len(), held_out.len(), everyday.len()), (252, 100, 500));
+    assert_eq!((tuning.len(), held_out.len(), everyday.len()), (622, 100, 500));
 
     let all: Vec<&ConversationEnded> =
         tuning.iter().chain(&held_out).map(|labelled| &labelled.conversation).chain(&everyday).collect();
@@ -73,9 +73,8 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
         stored.get(&labelled.conversation.conversation_id).cloned().unwrap_or_default()
     };
 
-    // Tuning part: floors of what holds today, to catch a regression. The targets (P ≥ 95 %,
-    // R ≥ 85 % per kind) are not met: the last 60 conversations (tuning-e), written apart
-    // from the rules, showed recall of 17 % before the rules saw them (31 % after).
+    // Tuning part: floors of what holds today, to catch a regression. The learned reader is
+    // trained on this part, so it is scored in sample here; the held-out part is the measure.
     let tuning_scores = extraction_set::score(tuning.iter().map(|l| (l, found(l))));
     let tuning_events = extraction_set::total(&tuning_scores, &Kind::EVENTS);
     assert!(
@@ -94,7 +93,7 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
     let facts = extraction_set::total(&held_out_scores, &Kind::FACTS);
     let (event_precision, event_recall) = (events.precision().unwrap_or(0.0), events.recall().unwrap_or(0.0));
     let (fact_precision, fact_recall) = (facts.precision().unwrap_or(0.0), facts.recall().unwrap_or(0.0));
-    assert!(event_precision >= 0.72 && event_recall >= 0.35, "held-out events: {events:?}");
+    assert!(event_precision >= 0.75 && event_recall >= 0.45, "held-out events: {events:?}");
     assert!(fact_precision >= 0.78 && fact_recall >= 0.48, "held-out facts: {facts:?}");
 
     // Everyday chats: every event memory is a false one.
@@ -108,4 +107,20 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
     extract.stop().await;
     ingest.stop().await;
     env.cleanup().await;
+}
+
+/// The learned reader's weights (data/extraction/reader.bin) are exactly what training on
+/// the committed data gives: no hand-edited or stale model ships.
+#[tokio::test]
+async fn the_shipped_reader_is_the_model_its_data_trains() {
+    let data = repository().join("data/extraction");
+    let corpus = repository().join(extraction_set::DEFAULT_CORPUS);
+    let (data, corpus, model) =
+        (data.to_str().unwrap(), corpus.to_str().unwrap(), format!("{}/reader.bin", data.display()));
+    let argv = ["npcmem", "train-extractor", "--check", "--data", data, "--corpus", corpus, "--out", &model];
+    let mut stdout = Vec::new();
+    let result = npcmem_cli::run(argv, &mut stdout).await;
+    let output = String::from_utf8_lossy(&stdout);
+    assert!(result.is_ok(), "{result:?}\n{output}");
+    assert!(output.contains("is the model its data trains"), "{output}");
 }

@@ -208,29 +208,3 @@ fn fact(kind: Kind, actor: Party, evidence: &str, statement: String) -> Finding 
         valence: None,
     }
 }
-
-/// The fact the learned reader found in the sentence at `index`, told as the patterns
-/// tell it; none where the sentence is the wrong side's or a question.
-pub(crate) fn from_reading(scene: &Scene<'_>, kind: Kind, index: usize) -> Option<Finding> {
-    let sentence = &scene.sentences[index];
-    let by_npc = matches!(kind, Kind::NpcPromise | Kind::NpcRevealed);
-    let speaker = if by_npc { Speaker::Npc } else { Speaker::Player };
-    if !sentence.by(speaker) || sentence.reported || sentence.plain.ends_with('?') {
-        return None;
-    }
-    let said = quote(sentence.text);
-    let player_fact = |what: String| fact(kind, Party::Player, sentence.text, format!("{what}: {said}"));
-    Some(match kind {
-        Kind::PlayerName => player_fact(format!("{P} gave {N} their name")),
-        Kind::PlayerOrigin => player_fact(format!("Where {P} comes from")),
-        Kind::PlayerFamily => player_fact(format!("{P} told {N} of their family")),
-        Kind::PlayerGoal => player_fact(format!("What {P} is after")),
-        Kind::PlayerPreference => player_fact(format!("What {P} likes or dislikes")),
-        Kind::NpcPromise => Finding {
-            target: Some(Party::Player),
-            ..fact(kind, Party::Npc, sentence.text, format!("{N} promised {P}: {said}"))
-        },
-        Kind::NpcRevealed => fact(kind, Party::Npc, sentence.text, format!("{N} told {P}: {said}")),
-        _ => return None,
-    })
-}

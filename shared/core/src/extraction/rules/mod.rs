@@ -271,7 +271,7 @@ impl RulesExtractor {
     pub fn findings(&self, conversation: &ConversationEnded) -> Vec<Finding> {
         let scene = scene(conversation);
         let mut findings = self.events.detect(&scene);
-        let mut facts = self.facts.detect(&scene);
+        let facts = self.facts.detect(&scene);
         // What the patterns missed, the learned reader may find told in other words.
         for reading in learned::Reader::shipped().read(&scene) {
             // A good turn the patterns already read as help, a gift or a rescue is not read
@@ -284,10 +284,10 @@ impl RulesExtractor {
             if findings.iter().chain(&facts).any(told) {
                 continue;
             }
+            // Facts stay with the patterns: on unseen conversations the reader's facts were
+            // wrong as often as right.
             if reading.kind.is_event() {
                 findings.extend(self.events.from_reading(&scene, reading.kind, reading.sentence));
-            } else {
-                facts.extend(facts::from_reading(&scene, reading.kind, reading.sentence));
             }
         }
         findings.extend(facts);
