@@ -471,7 +471,9 @@ impl Patterns {
     /// where the sentence quotes someone else or the other side laughed it off.
     pub(crate) fn from_reading(&self, scene: &Scene<'_>, kind: Kind, index: usize) -> Option<Finding> {
         let sentence = &scene.sentences[index];
-        if sentence.reported || self.laughed_off(scene, index) {
+        // Threats, insults, vows and confidences are the player's own words.
+        let players_words = matches!(kind, Kind::Threat | Kind::Insult | Kind::Promise | Kind::Secret);
+        if sentence.reported || self.laughed_off(scene, index) || (players_words && !sentence.by(Speaker::Player)) {
             return None;
         }
         let said = quote(sentence.text);
