@@ -329,10 +329,10 @@ impl Reader {
         let sums = |sets: &[Vec<u32>]| sets.iter().map(|set| self.sum(set)).collect::<Vec<_>>();
         let (own, before, after, same) =
             (sums(&features.own), sums(&features.as_before), sums(&features.as_after), sums(&features.as_same_message));
-        for index in 0..scene.sentences.len() {
+        for (index, own) in own.iter().enumerate() {
             let mut z = self.bias;
             let mut add = |part: &[f32; K]| z.iter_mut().zip(part).for_each(|(sum, weight)| *sum += weight);
-            add(&own[index]);
+            add(own);
             for (other, place) in features.context(index) {
                 add(match place {
                     Place::SameMessage => &same[other],

@@ -287,7 +287,7 @@ impl RulesExtractor {
             // Facts stay with the patterns: on unseen conversations the reader's facts were
             // wrong as often as right.
             if reading.kind.is_event() {
-                findings.extend(self.events.from_reading(&scene, reading.kind, reading.sentence));
+                findings.extend(self.events.event_read(&scene, reading.kind, reading.sentence));
             }
         }
         findings.extend(facts);

@@ -469,7 +469,7 @@ impl Patterns {
     /// The event the learned reader found in the sentence at `index`, told as the
     /// patterns tell it, with severity and sides read off the scene as they are; none
     /// where the sentence quotes someone else or the other side laughed it off.
-    pub(crate) fn from_reading(&self, scene: &Scene<'_>, kind: Kind, index: usize) -> Option<Finding> {
+    pub(crate) fn event_read(&self, scene: &Scene<'_>, kind: Kind, index: usize) -> Option<Finding> {
         let sentence = &scene.sentences[index];
         // Threats, insults, vows and confidences are the player's own words.
         let players_words = matches!(kind, Kind::Threat | Kind::Insult | Kind::Promise | Kind::Secret);
