@@ -540,7 +540,15 @@ npcmem_start_private_nats() {
 npcmem_wait_nats_ready() {
 	local pid=$1 url=$2 log=$3 offset=$4 tries
 	for ((tries = 0; tries < 200; tries++)); do
-		if ! npcmem_pid_matches "$pid" nats-server; then return 1; fi
+		# Just after the spawn the pid may still be the shell that is about to exec
+		# nats-server: only a process that is gone, or still not nats-server after a
+		# second, has failed.
+		if ! kill -0 "$pid" 2>/dev/null; then return 1; fi
+		if ! npcmem_pid_matches "$pid" nats-server; then
+			if ((tries >= 10)); then return 1; fi
+			sleep 0.1
+			continue
+		fi
 		if npcmem_log_since "$log" "$offset" 'Listening for client connections on' &&
 			npcmem_nats_info "$url" >/dev/null; then
 			return 0
