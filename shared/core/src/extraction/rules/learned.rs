@@ -16,28 +16,13 @@ use super::text::Sentence;
 use super::{Kind, NEGATIONS, Scene};
 use crate::wire::Speaker;
 
-/// Every kind the reader scores, in the model file's column order.
-pub const KINDS: [Kind; 18] = [
-    Kind::Trade,
-    Kind::Gift,
-    Kind::Help,
-    Kind::Combat,
-    Kind::Rescue,
-    Kind::Threat,
-    Kind::Insult,
-    Kind::Theft,
-    Kind::Betrayal,
-    Kind::Promise,
-    Kind::Secret,
-    Kind::PlayerName,
-    Kind::PlayerOrigin,
-    Kind::PlayerFamily,
-    Kind::PlayerGoal,
-    Kind::PlayerPreference,
-    Kind::NpcPromise,
-    Kind::NpcRevealed,
-];
-const K: usize = KINDS.len();
+/// Every kind the reader scores: events, then facts, in the model file's column order.
+const K: usize = Kind::EVENTS.len() + Kind::FACTS.len();
+
+fn kinds() -> impl Iterator<Item = Kind> {
+    Kind::EVENTS.into_iter().chain(Kind::FACTS)
+}
+
 /// Features are hashed into 2^20 buckets: collisions are rare at this vocabulary.
 const BUCKET_BITS: u32 = 20;
 const MAGIC: &[u8; 8] = b"NPCMLR01";
@@ -98,7 +83,7 @@ pub(crate) struct Reading {
 }
 
 fn column(kind: Kind) -> usize {
-    KINDS.iter().position(|k| *k == kind).expect("every kind has a column")
+    kinds().position(|k| k == kind).expect("every kind has a column")
 }
 
 fn sigmoid(z: f32) -> f32 {
@@ -324,6 +309,7 @@ impl Reader {
     /// surely as the kind's threshold.
     pub(crate) fn read(&self, scene: &Scene<'_>) -> Vec<Reading> {
         let mut best: [Option<Reading>; K] = [None; K];
+        let kind_at: Vec<Kind> = kinds().collect();
         let features = SceneFeatures::new(scene);
         // Each feature set's weights are summed once, then added wherever the set appears.
         let sums = |sets: &[Vec<u32>]| sets.iter().map(|set| self.sum(set)).collect::<Vec<_>>();
@@ -344,7 +330,7 @@ impl Reader {
             for (column, probability) in probabilities.into_iter().enumerate() {
                 let better = best[column].is_none_or(|reading| probability > reading.probability);
                 if probability >= self.thresholds[column] && better {
-                    best[column] = Some(Reading { kind: KINDS[column], sentence: index, probability });
+                    best[column] = Some(Reading { kind: kind_at[column], sentence: index, probability });
                 }
             }
         }

@@ -491,16 +491,7 @@ impl Patterns {
                 (format!("{P} threatened {N}: {said}"), if deadly { Severity::Severe } else { Severity::Moderate })
             }
             Kind::Insult => (format!("{P} insulted {N}: {said}"), Severity::Minor),
-            Kind::Theft => {
-                let severity = if self.valuables.is_match(whole) {
-                    Severity::Severe
-                } else if self.petty.is_match(whole) {
-                    Severity::Minor
-                } else {
-                    Severity::Moderate
-                };
-                (format!("{P} stole from {N}: {said}"), severity)
-            }
+            Kind::Theft => (format!("{P} stole from {N}: {said}"), self.theft_severity(whole)),
             Kind::Betrayal => (format!("{P} broke faith with {N}: {said}"), Severity::Moderate),
             Kind::Promise => (format!("{P} promised {N}: {said}"), Severity::Moderate),
             _ => (format!("{P} confided a secret to {N}: {said}"), Severity::Moderate),

@@ -35,14 +35,7 @@ impl Patterns {
                 caught
             }
         };
-        let whole = &scene.plain;
-        let severity = if self.valuables.is_match(whole) {
-            Severity::Severe
-        } else if self.petty.is_match(whole) {
-            Severity::Minor
-        } else {
-            Severity::Moderate
-        };
+        let severity = self.theft_severity(&scene.plain);
         Some(Finding {
             kind: Kind::Theft,
             actor: Party::Player,
@@ -54,6 +47,17 @@ impl Patterns {
             topics: Vec::new(),
             valence: None,
         })
+    }
+
+    /// A jewel is worse to lose than an apple.
+    pub(super) fn theft_severity(&self, whole: &str) -> Severity {
+        if self.valuables.is_match(whole) {
+            Severity::Severe
+        } else if self.petty.is_match(whole) {
+            Severity::Minor
+        } else {
+            Severity::Moderate
+        }
     }
 
     pub(super) fn threat(&self, scene: &Scene<'_>) -> Option<Finding> {
