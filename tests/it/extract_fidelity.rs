@@ -63,7 +63,7 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
     let corpus = repository().join(extraction_set::DEFAULT_CORPUS);
     let everyday = extraction_set::everyday(&corpus, 0, 500)
         .expect("the Chit-Chat corpus is there (deploy/local/test fetches it; or deploy/local/fetch-corpus)");
-    assert_eq!((tuning.len(), held_out.len(), everyday.len()), (622, 100, 500));
+    assert_eq!((tuning.len(), held_out.len(), everyday.len()), (782, 100, 500));
 
     let all: Vec<&ConversationEnded> =
         tuning.iter().chain(&held_out).map(|labelled| &labelled.conversation).chain(&everyday).collect();

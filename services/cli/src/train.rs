@@ -42,6 +42,12 @@ pub struct TrainArgs {
     /// A sentence scoring at least this is evidence of its kind.
     #[arg(long, default_value_t = TrainConfig::default().threshold)]
     threshold: f32,
+    /// Passes over the training sentences.
+    #[arg(long, default_value_t = TrainConfig::default().epochs)]
+    epochs: usize,
+    /// How many negatives a positive sentence counts as.
+    #[arg(long, default_value_t = TrainConfig::default().positive_weight)]
+    positive_weight: f32,
     /// Features whose every weight is below this are left out of the model.
     #[arg(long, default_value_t = TrainConfig::default().prune)]
     prune: f32,
@@ -67,7 +73,13 @@ pub fn run(args: TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> 
     for conversation in &everyday {
         examples.extend(learned::examples(&redacted(conversation), &[]));
     }
-    let config = TrainConfig { threshold: args.threshold, prune: args.prune, ..TrainConfig::default() };
+    let config = TrainConfig {
+        threshold: args.threshold,
+        prune: args.prune,
+        epochs: args.epochs,
+        positive_weight: args.positive_weight,
+        ..TrainConfig::default()
+    };
     let reader = Reader::train(&examples, config);
     let bytes = reader.to_bytes();
     writeln!(

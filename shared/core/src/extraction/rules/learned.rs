@@ -54,7 +54,7 @@ impl Default for TrainConfig {
             l2: 1e-5,
             positive_weight: 4.0,
             min_count: 2,
-            threshold: 0.3,
+            threshold: 0.4,
             prune: 0.1,
         }
     }
