@@ -476,6 +476,18 @@ impl Patterns {
         if sentence.reported || self.laughed_off(scene, index) || (players_words && !sentence.by(Speaker::Player)) {
             return None;
         }
+        // A good turn the NPC tells is the player's only where its message speaks to them
+        // ("you pulled me out"), not of someone else ("the smith's boy pulled me out").
+        let good_turn = matches!(kind, Kind::Help | Kind::Gift | Kind::Rescue | Kind::Combat);
+        let to_the_player =
+            || {
+                scene.sentences.iter().filter(|other| other.message == sentence.message).any(|other| {
+                    other.words().any(|word| matches!(word, "you" | "you're" | "you've" | "you'd" | "you'll"))
+                })
+            };
+        if good_turn && sentence.by(Speaker::Npc) && !to_the_player() {
+            return None;
+        }
         let said = quote(sentence.text);
         let whole = &scene.plain;
         let against_npc = kind == Kind::Combat && self.against_npc.is_match(whole);
