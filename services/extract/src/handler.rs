@@ -261,7 +261,7 @@ impl ExtractHandler {
         let mut touched_types: BTreeSet<(Uuid, Uuid, MemoryType)> = BTreeSet::new();
         for extraction in &owned {
             let claim = &extraction.claim;
-            // Dated when it happened (DESIGN §10), not when it was extracted; a game clock
+            // Dated when it happened, not when it was extracted; a game clock
             // running ahead is capped at now.
             let happened_at = claim.ended_at.min(now);
             for reviewed in &extraction.memories {
@@ -505,7 +505,7 @@ fn party_id(claim: &ClaimedConversation, party: Option<Party>) -> Option<Uuid> {
     }
 }
 
-/// `event.memory.stored` (DESIGN §3), `Nats-Msg-Id` = event_id.
+/// `event.memory.stored` (docs/wire-protocol.md), `Nats-Msg-Id` = event_id.
 fn memory_stored_event(topology: &Topology, extraction: &Extraction) -> OutboxMessage {
     let claim = &extraction.claim;
     let event = MemoryStored {

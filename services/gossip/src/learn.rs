@@ -443,7 +443,7 @@ fn changed_holders(stored: &Stored) -> Vec<Uuid> {
 }
 
 /// Facts, each with when its source was said or sent, less those about a player forgotten
-/// since (DESIGN §9, right to be forgotten): a late or redelivered message must not bring
+/// since (the right to be forgotten): a late or redelivered message must not bring
 /// them back. Under shared player locks, held until the caller's transaction ends.
 async fn unforgotten(
     connection: &mut PgConnection,

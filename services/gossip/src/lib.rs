@@ -34,7 +34,7 @@ pub struct GossipConfig {
     /// Time between ticks.
     #[arg(long, env = "NPCMEM_GOSSIP_TICK_MS", default_value_t = 1_000)]
     pub gossip_tick_ms: u64,
-    /// Exchanges per tick (the seed's 3; large worlds need far more).
+    /// Exchanges per tick (the original design's 3; large worlds need far more).
     #[arg(long, env = "NPCMEM_GOSSIP_BUDGET", default_value_t = 3)]
     pub gossip_budget: usize,
 }

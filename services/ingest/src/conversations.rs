@@ -33,7 +33,7 @@ pub struct ConversationHandler {
 pub struct Accepted {
     conversation: ConversationEnded,
     redactions: RedactionReport,
-    /// W3C trace context of the inbound message, passed on to the job (DESIGN §6).
+    /// W3C trace context of the inbound message, passed on to the job.
     traceparent: Option<String>,
 }
 
@@ -205,7 +205,7 @@ fn ledger_row(accepted: &Accepted, refusal: Option<Refusal>) -> NewConversation 
     }
 }
 
-/// `job.extract` with `Nats-Msg-Id` = conversation_id (DESIGN §3).
+/// `job.extract` with `Nats-Msg-Id` = conversation_id (docs/wire-protocol.md).
 fn extract_job(topology: &Topology, conversation_id: Uuid, traceparent: Option<&str>) -> OutboxMessage {
     let job = ExtractJob { schema_version: SCHEMA_VERSION, conversation_id };
     let mut headers = std::collections::BTreeMap::new();

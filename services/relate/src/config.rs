@@ -11,7 +11,7 @@ pub struct RelateConfig {
     #[command(flatten)]
     pub common: CommonConfig,
     /// TOML file replacing any of the relate tables (tag map, valence adjustments,
-    /// thresholds, farming cap, milestone interval, faction attitudes); the seed's values
+    /// thresholds, farming cap, milestone interval, faction attitudes); the original design's values
     /// otherwise. See docs/relationships.md.
     #[arg(long, env = "NPCMEM_RELATE_RULES")]
     pub relate_rules: Option<PathBuf>,

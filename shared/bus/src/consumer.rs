@@ -1,4 +1,4 @@
-//! The one batch consumer loop every service runs (DESIGN §3 "Every consumer"): pull up
+//! The one batch consumer loop every service runs: pull up
 //! to N messages, hand the batch to the service, ack after its commit, nak with a delay
 //! on transient failure, dead-letter permanent failures and the last allowed delivery.
 

@@ -1,5 +1,5 @@
 //! Consolidation rules: job
-//! schedules, tag clusters of old episodic memories, the seed's consolidation prompt and
+//! schedules, tag clusters of old episodic memories, the original design's consolidation prompt and
 //! its reply, the rules summariser used without an LLM (or when its budget or breaker
 //! says so), and procedural patterns.
 
@@ -127,7 +127,7 @@ pub struct Summary {
     pub confidence: f64,
 }
 
-/// The seed's two messages for one cluster.
+/// The original design's two messages for one cluster.
 pub fn consolidation_messages(cluster: &Cluster) -> Vec<ChatMessage> {
     let memories = cluster.episodes.iter().map(|e| format!("- {}", e.content)).collect::<Vec<_>>().join("\n");
     vec![

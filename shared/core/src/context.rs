@@ -162,7 +162,7 @@ pub const MEMORY_HEADER: &str = "Your memories of this player:";
 pub const NO_MEMORIES: &str = "You have no specific memories of this player.";
 
 /// One line of the memory section: the content, its age and how much it matters, in
-/// plain words (the seed's icons and stars cost tokens and read as noise to a model).
+/// plain words (the original design's icons and stars cost tokens and read as noise to a model).
 pub fn memory_line(memory: &ContextMemory, now: DateTime<Utc>) -> String {
     let weight = match (memory.importance.clamp(0.0, 1.0) * 3.0 + 1.0) as usize {
         0 | 1 => "minor",
@@ -346,15 +346,15 @@ pub fn mood_description(mood: &str, intensity: f64) -> String {
     format!("{word} {mood}")
 }
 
-/// Seed §Token Management shares (of `max_tokens`) per provider; overridable.
+/// The original design's Token Management shares (of `max_tokens`) per provider; overridable.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetManager {
     shares: BTreeMap<String, f64>,
 }
 
 impl Default for BudgetManager {
-    /// memory 25 %, relationship 10 %, knowledge 10 % (the seed's); working memory 10 %,
-    /// mood 5 % and recalled moments 25 % from the seed's unallocated pool. What a section
+    /// memory 25 %, relationship 10 %, knowledge 10 % (the original design's); working memory 10 %,
+    /// mood 5 % and recalled moments 25 % from the original design's unallocated pool. What a section
     /// leaves unused flows to the others ([`BudgetManager::distribute`]).
     fn default() -> Self {
         let shares = [

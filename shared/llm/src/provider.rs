@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use npcmem_core::extraction::prompt::ChatMessage;
 
-/// Per-request settings. The extract service sends the seed's values
+/// Per-request settings. The extract service sends the original design's values
 /// (`EXTRACTION_TEMPERATURE`, `EXTRACTION_MAX_OUTPUT_TOKENS`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CompletionOptions {

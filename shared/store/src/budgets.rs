@@ -145,7 +145,7 @@ pub async fn settle_npcs(
 
 /// Grants up to `wanted` requests of `kind` at `now` under `per_minute`, on a sliding
 /// minute: the current window's count plus the previous window's, weighted by how much
-/// of it still lies within the last 60 s (the seed keeps exact timestamps; this needs
+/// of it still lies within the last 60 s (the original design keeps exact timestamps; this needs
 /// one row per minute instead).
 pub async fn grant_requests(
     connection: &mut PgConnection,

@@ -58,7 +58,7 @@ pub async fn decay_pages(
 }
 
 /// Deletes, for every pair whose NPC id falls in `[low, high]`, the memories of
-/// `memory_type` beyond its cap, in the seed's eviction order (episodic: lowest salience
+/// `memory_type` beyond its cap, in the original design's eviction order (episodic: lowest salience
 /// at `now` — computed here, so pruning can run before the rescoring pass and spare it
 /// the rows it deletes —, semantic: lowest confidence, procedural: lowest reinforcement
 /// count; oldest first on ties), locked ones exempt but counted; returns the rows deleted.

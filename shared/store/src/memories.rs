@@ -107,7 +107,7 @@ pub async fn enforce_cap(
 }
 
 /// Deletes, for every given pair, the unlocked memories of `memory_type` beyond the cap,
-/// in the seed's eviction order (episodic: lowest salience; semantic: lowest confidence;
+/// in the original design's eviction order (episodic: lowest salience; semantic: lowest confidence;
 /// procedural: lowest reinforcement_count; oldest first on ties) — one statement for the
 /// whole batch. Locked memories count towards the cap but are never evicted. The caller
 /// holds the pairs' locks (`PairScope::Memories`). Returns the rows deleted.

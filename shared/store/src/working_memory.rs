@@ -1,4 +1,4 @@
-//! Seed §Working Memory Buffer: the last conversation summaries per pair, persisted so a
+//! The original design (Working Memory Buffer): the last conversation summaries per pair, persisted so a
 //! restart or a second replica sees them.
 
 use chrono::{DateTime, Utc};
@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::error::StoreResult;
 
-/// The seed's `WorkingMemoryBuffer.MAX_CONVERSATIONS`.
+/// The original design's `WorkingMemoryBuffer.MAX_CONVERSATIONS`.
 pub const MAX_CONVERSATIONS_PER_PAIR: i64 = 3;
 
 #[derive(Debug, Clone)]

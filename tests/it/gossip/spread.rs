@@ -1,4 +1,4 @@
-//! How facts travel: the seed's selection and propagation rules from room to room, a
+//! How facts travel: the original design's selection and propagation rules from room to room, a
 //! restart and a second replica carrying on.
 
 use super::*;

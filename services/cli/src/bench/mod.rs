@@ -1,5 +1,5 @@
 //! `npcmem bench`: scenarios that drive the real, running services over NATS and report
-//! throughput and latency next to a raw baseline measured in the same run (DESIGN §7).
+//! throughput and latency next to a raw baseline measured in the same run (docs/benchmarks.md).
 
 mod decay;
 mod enrich;

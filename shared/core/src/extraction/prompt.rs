@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::{ConversationEnded, Speaker};
 
-/// Seed §Structured LLM Output: low temperature for structured output.
+/// The original design (Structured LLM Output): low temperature for structured output.
 pub const EXTRACTION_TEMPERATURE: f32 = 0.3;
-/// Seed §Structured LLM Output: `max_tokens=500`.
+/// The original design (Structured LLM Output): `max_tokens=500`.
 pub const EXTRACTION_MAX_OUTPUT_TOKENS: u32 = 500;
 
 /// Seed `MEMORY_EXTRACTION_SYSTEM`, verbatim (including its two trailing spaces).
@@ -120,14 +120,14 @@ pub struct ChatMessage {
     pub content: String,
 }
 
-/// The system prompt followed by the few-shot examples: the seed sends the examples as
+/// The system prompt followed by the few-shot examples: the original design sends the examples as
 /// part of the instructions, not as fake earlier turns.
 pub fn extraction_system_prompt() -> String {
     format!("{EXTRACTION_SYSTEM}{EXTRACTION_EXAMPLES}")
 }
 
 /// The two messages of an extraction request: the system prompt (with the few-shot
-/// examples) and the seed's user template filled from `conversation`.
+/// examples) and the original design's user template filled from `conversation`.
 ///
 /// Transcript lines read `Name: text` with the real player and NPC names. Whitespace in
 /// names and texts is collapsed to single spaces and blank messages are left out, so a

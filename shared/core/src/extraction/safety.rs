@@ -35,7 +35,7 @@ pub mod reason {
 }
 
 /// Heuristics for prompt injection (seed `_detect_manipulation` plus common injection
-/// phrasings), matched case-insensitively on the content and the tags. As the seed says,
+/// phrasings), matched case-insensitively on the content and the tags. As the original design says,
 /// these are a first pass, not a defence: the real guarantees are the clamped structured
 /// output and the importance budget. Bare everyday phrases ("act as", "you are now",
 /// "override", "disregard") are qualified by what follows, because memory content is

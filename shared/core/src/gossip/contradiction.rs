@@ -3,7 +3,7 @@
 //! a fact that takes the opposite side of one it holds — same category, same subject,
 //! opposite claim — both are kept with their provenance, and the older one is either
 //! superseded (the new claim is at least as credible) or doubted (it is not: the old
-//! belief loses confidence and the new one is stored as uncertain, as the seed's filter
+//! belief loses confidence and the new one is stored as uncertain, as the original design's filter
 //! does with memories that contradict what the NPC knows).
 //!
 //! Claims are read without an LLM, from the fact's tags and words: a small lexicon of

@@ -50,8 +50,8 @@ pub const IBAN_TOKEN: &str = "[IBAN]";
 pub const ACCOUNT_TOKEN: &str = "[ACCOUNT]";
 pub const NAME_TOKEN: &str = "[NAME]";
 
-/// The seed's email pattern with its `[A-Z|a-z]` typo fixed, `_` allowed in the local
-/// part (the seed misses `john_doe@…`) and no `\b` at either end: a card glued to the
+/// The original design's email pattern with its `[A-Z|a-z]` typo fixed, `_` allowed in the local
+/// part (the original design misses `john_doe@…`) and no `\b` at either end: a card glued to the
 /// end ("a@b.co4111…") would otherwise hide the email until the card is replaced,
 /// and redacting twice would differ from redacting once.
 const EMAIL_PATTERN: &str = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}";

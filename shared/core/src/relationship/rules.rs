@@ -1,6 +1,6 @@
 //! The relate tables: tag → dimension map, valence adjustments, crossing thresholds,
 //! farming cap, milestone interval, faction attitudes. The defaults are tuned so the
-//! canonical scenes of docs/relationships.md hold; the seed's values stay available as
+//! canonical scenes of docs/relationships.md hold; the original design's values stay available as
 //! [`RelateRules::seed`] (`preset = "seed"`). A TOML file (`NPCMEM_RELATE_RULES`) may
 //! replace any table without a rebuild, and is refused with a clear message when it
 //! names an unknown dimension or a number out of range.
@@ -41,7 +41,7 @@ impl Threshold {
     }
 }
 
-/// The seed's `FactionAttitude`.
+/// The original design's `FactionAttitude`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Attitude {
@@ -137,8 +137,8 @@ fn named<'a>(entries: impl IntoIterator<Item = (&'a str, Effects)>) -> BTreeMap<
 }
 
 impl Default for RelateRules {
-    /// The seed's structure with magnitudes tuned against the extractor's memories (see
-    /// docs/relationships.md, "Canonical scenes"): the kinds the seed never mapped
+    /// The original design's structure with magnitudes tuned against the extractor's memories (see
+    /// docs/relationships.md, "Canonical scenes"): the kinds the original design never mapped
     /// (rescue, theft, promise, secret, help) have effects, harm weighs several times
     /// what it did, a fight against the NPC frightens it, facts move nothing, valence
     /// scales with intensity, and fear is not held back by the farming cap.
@@ -183,7 +183,7 @@ impl Default for RelateRules {
 }
 
 impl RelateRules {
-    /// The seed's tables (`TAG_DIMENSION_MAP`, `VALENCE_ADJUSTMENTS`, `THRESHOLDS`,
+    /// The original design's tables (`TAG_DIMENSION_MAP`, `VALENCE_ADJUSTMENTS`, `THRESHOLDS`,
     /// `FactionAttitude`) and the cap, milestone and reputation levels of docs/relationships.md, with the
     /// seed's mechanics (flat valence, every rise capped).
     pub fn seed() -> Self {

@@ -5,7 +5,7 @@
 //! [`apply_conversation`]. The prompt words are [`relationship_summary`]'s.
 //!
 //! `cargo test -p npcmem-core scene_table -- --ignored --nocapture` prints the measured
-//! values of every scene under the default rules and the seed preset.
+//! values of every scene under the default rules and the `seed` preset.
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use proptest::prelude::*;

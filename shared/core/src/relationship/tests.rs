@@ -191,7 +191,7 @@ fn the_defaults_scale_valence_by_intensity_and_read_negative_fights_apart() {
     let against = conversation_deltas(&[memory(&["combat", "wolves"], 0.6, EmotionalValence::Negative, 0.5)], &rules);
     assert!(beside[Dimension::Fear.index()] < 0.0 && against[Dimension::Fear.index()] > 0.0);
     assert!(against[Dimension::Trust.index()] < 0.0);
-    // The seed preset knows no negative variant: a fight is a fight.
+    // The `seed` preset knows no negative variant: a fight is a fight.
     let seed = RelateRules::seed();
     let against = conversation_deltas(&[memory(&["combat"], 0.6, EmotionalValence::Negative, 0.5)], &seed);
     assert!(against[Dimension::Fear.index()] < 0.0);
