@@ -58,6 +58,13 @@ struct Expected {
     evidence: String,
 }
 
+/// The conversation as ingest passes it on to extract: PII redacted.
+pub fn redacted(conversation: &ConversationEnded) -> ConversationEnded {
+    let mut conversation = conversation.clone();
+    npcmem_core::redact::PiiRedactor::shared().redact_conversation(&mut conversation);
+    conversation
+}
+
 /// Every labelled conversation in the JSON-lines files of `dir` (`tuning/` or
 /// `held_out/`), in file order.
 pub fn load_part(dir: &Path) -> anyhow::Result<Vec<LabelledConversation>> {

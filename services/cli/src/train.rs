@@ -9,8 +9,6 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use npcmem_core::extraction::rules::Kind;
 use npcmem_core::extraction::rules::learned::{self, Example, Reader, TrainConfig};
-use npcmem_core::redact::PiiRedactor;
-use npcmem_core::wire::ConversationEnded;
 
 use crate::extraction_set;
 
@@ -53,25 +51,19 @@ pub struct TrainArgs {
     prune: f32,
 }
 
-fn redacted(conversation: &ConversationEnded) -> ConversationEnded {
-    let mut conversation = conversation.clone();
-    PiiRedactor::shared().redact_conversation(&mut conversation);
-    conversation
-}
-
 pub fn run(args: TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let tuning = extraction_set::load_part(&args.data.join("tuning"))?;
     let everyday = extraction_set::everyday(&args.corpus, args.everyday_skip, args.everyday)?;
     let mut examples: Vec<Example> = Vec::new();
     let mut conversations = 0;
     for labelled in tuning.iter().filter(|l| !args.exclude.iter().any(|prefix| l.id.starts_with(prefix.as_str()))) {
-        let conversation = redacted(&labelled.conversation);
+        let conversation = extraction_set::redacted(&labelled.conversation);
         examples.extend(learned::examples(&conversation, &labelled.labels));
         conversations += 1;
     }
     let positives = examples.iter().filter(|e| !e.kinds.is_empty()).count();
     for conversation in &everyday {
-        examples.extend(learned::examples(&redacted(conversation), &[]));
+        examples.extend(learned::examples(&extraction_set::redacted(conversation), &[]));
     }
     let config = TrainConfig {
         threshold: args.threshold,

@@ -10,10 +10,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use npcmem_core::extraction::rules::{Kind, RulesExtractor};
-use npcmem_core::redact::PiiRedactor;
 use npcmem_core::wire::{ConversationEnded, Speaker};
 
-use crate::extraction_set::{self, Score};
+use crate::extraction_set::{self, Score, redacted};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExtractBenchArgs {
@@ -38,13 +37,6 @@ pub struct ExtractBenchArgs {
 
 /// An extractor under test: the kinds it keeps of a conversation.
 type System = dyn Fn(&ConversationEnded) -> BTreeSet<&'static str>;
-
-/// As ingest redacts a conversation before extract sees it.
-fn redacted(conversation: &ConversationEnded) -> ConversationEnded {
-    let mut conversation = conversation.clone();
-    PiiRedactor::shared().redact_conversation(&mut conversation);
-    conversation
-}
 
 pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
     let rules = RulesExtractor::shared();

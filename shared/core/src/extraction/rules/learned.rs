@@ -181,8 +181,7 @@ fn stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
-/// Each sentence's own features, and its words as seen from the lines around it, hashed
-/// once per scene.
+/// Where a sentence of the context stands relative to the one being read.
 #[derive(Debug, Clone, Copy)]
 enum Place {
     SameMessage,
@@ -190,6 +189,8 @@ enum Place {
     After,
 }
 
+/// Each sentence's own features, and its words as seen from the lines around it, hashed
+/// once per scene.
 pub(crate) struct SceneFeatures {
     own: Vec<Vec<u32>>,
     as_before: Vec<Vec<u32>>,
@@ -464,11 +465,6 @@ impl Reader {
         let bias = floats[..K].try_into().ok()?;
         let thresholds = floats[K..].try_into().ok()?;
         Some(Reader { bias, thresholds, weights })
-    }
-
-    /// The threshold of `kind`, as trained.
-    pub fn threshold(&self, kind: Kind) -> f32 {
-        self.thresholds[column(kind)]
     }
 }
 

@@ -155,8 +155,10 @@ impl Patterns {
             let hurt = Self::npc_sentences(scene).any(|(_, s)| self.hurt.is_match(&s.plain));
             Self::npc_sentences(scene).find(|(_, s)| hurt && self.yields.is_match(&s.plain))
         };
-        let (_, sentence) = fought.or_else(yielded)?;
-        let against_npc_told = yielded().is_some_and(|(_, s)| s.text == sentence.text);
+        let (sentence, against_npc_told) = match fought {
+            Some((_, sentence)) => (sentence, false),
+            None => (yielded()?.1, true),
+        };
         let enemy = scene.sentences.iter().flat_map(|s| s.words()).find(|w| ENEMIES.contains(w)).map(str::to_string);
         let against_npc = enemy.is_none() && (against_npc_told || self.against_npc.is_match(whole));
         let severity = if rescued || whole.contains("throat") || whole.contains("die") {
