@@ -67,7 +67,7 @@ impl SafetyFlag {
     }
 }
 
-/// Emotional colouring of an episode; the original design's extraction validator accepts exactly
+/// Emotional colouring of an episode; the seed's extraction validator accepts exactly
 /// these three values and falls back to neutral for anything else.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
@@ -232,10 +232,10 @@ impl Default for MemoryCaps {
     }
 }
 
-/// The original design's caps per NPC–player pair.
+/// The seed's caps per NPC–player pair.
 pub const MEMORY_CAPS: MemoryCaps = MemoryCaps { episodic: 200, semantic: 50, procedural: 20 };
 
-/// The original design's cap for one memory type per NPC–player pair.
+/// The seed's cap for one memory type per NPC–player pair.
 pub const fn cap_for(memory_type: MemoryType) -> usize {
     MEMORY_CAPS.for_type(memory_type)
 }

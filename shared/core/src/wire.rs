@@ -371,7 +371,7 @@ pub mod signal_type {
     pub const ALL: [&str; 4] = [RELATIONSHIP_CHANGED, SECRET_LEARNED, MEMORY_MILESTONE, FACTION_REPUTATION_SHIFT];
 }
 
-/// `event_type` values of a `relationship_changed` signal: the original design's
+/// `event_type` values of a `relationship_changed` signal: the seed's
 /// §MemoryEventBridge thresholds plus a stage change.
 pub mod relationship_event_type {
     /// trust < 0.2
@@ -438,7 +438,7 @@ pub struct Signal {
 // World messages (game server → gossip)
 // ---------------------------------------------------------------------------
 
-/// The original design's Knowledge Graph categories, used by observations and authored facts.
+/// Seed §Knowledge Graph categories, used by observations and authored facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KnowledgeCategory {
@@ -551,7 +551,7 @@ impl Default for Drives {
     }
 }
 
-/// The original design's Emotional State. `mood` is one of the original design's moods (happy, excited, calm,
+/// Seed §Emotional State. `mood` is one of the seed's moods (happy, excited, calm,
 /// anxious, angry, fearful, sad, suspicious, confident, neutral) but kept as a string so
 /// a game's own moods pass through to the prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -840,7 +840,7 @@ pub struct EnrichRequest {
     pub template: Option<String>,
 }
 
-/// The NPC persona fields of the original design's `PromptBuilder.build_system_prompt`.
+/// The NPC persona fields of the seed's `PromptBuilder.build_system_prompt`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Persona {
     pub name: String,
