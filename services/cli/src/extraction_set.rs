@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use chrono::Utc;
-use npcmem_core::extraction::rules::Kind;
+use npcmem_core::extraction::rules::{Kind, RulesExtractor};
 use npcmem_core::validate::ConversationLimits;
 use npcmem_core::wire::{ConversationEnded, NpcInfo, PlayerInfo, Speaker, TranscriptMessage};
 use serde::Deserialize;
@@ -203,4 +203,15 @@ pub fn total(scores: &BTreeMap<&'static str, Score>, kinds: &[Kind]) -> Score {
     kinds
         .iter()
         .fold(Score::default(), |total, kind| total.plus(scores.get(kind.as_str()).copied().unwrap_or_default()))
+}
+
+/// The kinds of the memories the rules extractor keeps of `conversation`.
+pub fn kinds_kept(rules: &RulesExtractor, conversation: &ConversationEnded) -> BTreeSet<&'static str> {
+    rules
+        .extract(conversation)
+        .iter()
+        .filter_map(|memory| memory.tags.first())
+        .filter_map(|tag| Kind::parse(tag))
+        .map(Kind::as_str)
+        .collect()
 }

@@ -3,14 +3,21 @@
 //! of its kind) and on real everyday chats past the bench's measured slice (every sentence
 //! a negative), and writes the model the build ships. `--check` retrains and fails when
 //! the committed model differs, so the model always follows from the data.
+//!
+//! `--cross-validate` chooses each kind's threshold: every tuning batch is scored by a
+//! model trained without it, and a validation slice of everyday chats (past the training
+//! slice) by the model trained on everything; the thresholds are written beside the model
+//! and every later training reads them.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use npcmem_core::extraction::rules::Kind;
 use npcmem_core::extraction::rules::learned::{self, Example, Reader, TrainConfig};
+use npcmem_core::extraction::rules::{Kind, RulesExtractor};
+use npcmem_core::wire::ConversationEnded;
 
-use crate::extraction_set;
+use crate::extraction_set::{self, LabelledConversation, Score};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrainArgs {
@@ -34,9 +41,36 @@ pub struct TrainArgs {
     /// Where the model is written.
     #[arg(long, default_value = "data/extraction/reader.bin")]
     out: PathBuf,
+    /// Each kind's threshold (JSON, kind to threshold), as `--cross-validate` wrote it;
+    /// a kind it does not name gets `--threshold`. By default `thresholds.json` in --data.
+    #[arg(long)]
+    thresholds: Option<PathBuf>,
     /// Write nothing; fail if the model at --out is not what training gives.
     #[arg(long)]
     check: bool,
+    /// Choose each kind's threshold by cross-validation over the tuning batches and write
+    /// them to --thresholds (the model is not written: train again after).
+    #[arg(long)]
+    cross_validate: bool,
+    /// With --cross-validate: print each tuning conversation whose events the fold's model
+    /// gets wrong at the chosen thresholds, with the sentences it misread.
+    #[arg(long)]
+    show: bool,
+    /// Everyday chats the thresholds are checked on, from this number on (past the
+    /// training slice).
+    #[arg(long, default_value_t = 2500)]
+    validate_skip: usize,
+    /// At most this many validation chats (the corpus has fewer past number 2,500).
+    #[arg(long, default_value_t = 5000)]
+    validate: usize,
+    /// Thresholds are chosen for the best F-beta out of fold: below 1 weighs precision
+    /// above recall (a false memory misleads; a missed one is only forgotten).
+    #[arg(long, default_value_t = 0.5)]
+    beta: f64,
+    /// The most false events of one kind per 1,000 validation chats the reader may add
+    /// at a threshold (what the patterns alone keep is not counted).
+    #[arg(long, default_value_t = 0.0)]
+    false_per_1000: f64,
     /// A sentence scoring at least this is evidence of its kind.
     #[arg(long, default_value_t = TrainConfig::default().threshold)]
     threshold: f32,
@@ -49,37 +83,55 @@ pub struct TrainArgs {
     /// Features whose every weight is below this are left out of the model.
     #[arg(long, default_value_t = TrainConfig::default().prune)]
     prune: f32,
+    /// The L2 penalty on every weight, per step.
+    #[arg(long, default_value_t = TrainConfig::default().l2)]
+    l2: f32,
+    /// A feature seen in fewer training sentences than this gets no weight.
+    #[arg(long, default_value_t = TrainConfig::default().min_count)]
+    min_count: u32,
+    #[arg(long, default_value_t = TrainConfig::default().learning_rate)]
+    learning_rate: f32,
 }
+
+/// The thresholds cross-validation tries for each kind.
+const GRID: [f32; 14] = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9];
 
 pub fn run(args: TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let tuning = extraction_set::load_part(&args.data.join("tuning"))?;
-    let everyday = extraction_set::everyday(&args.corpus, args.everyday_skip, args.everyday)?;
-    let mut examples: Vec<Example> = Vec::new();
-    let mut conversations = 0;
-    for labelled in tuning.iter().filter(|l| !args.exclude.iter().any(|prefix| l.id.starts_with(prefix.as_str()))) {
-        let conversation = extraction_set::redacted(&labelled.conversation);
-        examples.extend(learned::examples(&conversation, &labelled.labels));
-        conversations += 1;
-    }
-    let positives = examples.iter().filter(|e| !e.kinds.is_empty()).count();
-    for conversation in &everyday {
-        examples.extend(learned::examples(&extraction_set::redacted(conversation), &[]));
-    }
+    let thresholds = args.thresholds.clone().unwrap_or_else(|| args.data.join("thresholds.json"));
+    let everyday: Vec<ConversationEnded> = extraction_set::everyday(&args.corpus, args.everyday_skip, args.everyday)?
+        .iter()
+        .map(extraction_set::redacted)
+        .collect();
+    let everyday_examples: Vec<Example> = everyday.iter().flat_map(|c| learned::examples(c, &[])).collect();
     let config = TrainConfig {
         threshold: args.threshold,
         prune: args.prune,
         epochs: args.epochs,
         positive_weight: args.positive_weight,
-        ..TrainConfig::default()
+        l2: args.l2,
+        min_count: args.min_count,
+        learning_rate: args.learning_rate,
     };
-    let reader = Reader::train(&examples, config);
+    let excluded = |l: &LabelledConversation| args.exclude.iter().any(|prefix| l.id.starts_with(prefix.as_str()));
+    let kept: Vec<&LabelledConversation> = tuning.iter().filter(|l| !excluded(l)).collect();
+    if args.cross_validate {
+        return cross_validate(&args, &thresholds, &kept, &everyday_examples, config, out);
+    }
+    let (reader, examples) = train(&kept, &everyday_examples, config);
+    let mut reader = reader;
+    for (kind, threshold) in read_thresholds(&thresholds)? {
+        reader.set_threshold(kind, threshold);
+    }
     let bytes = reader.to_bytes();
+    let positives = examples.iter().filter(|e| !e.kinds.is_empty()).count();
     writeln!(
         out,
-        "trained on {conversations} labelled conversations and {} everyday chats: {} sentences, {positives} of them \
-         evidence; model {} bytes",
+        "trained on {} labelled conversations and {} everyday chats: {} sentences, {positives} of them evidence; \
+         model {} bytes",
+        kept.len(),
         everyday.len(),
-        examples.len(),
+        examples.len() + everyday_examples.len(),
         bytes.len()
     )?;
     for kind in Kind::EVENTS.into_iter().chain(Kind::FACTS) {
@@ -101,4 +153,204 @@ pub fn run(args: TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> 
         writeln!(out, "wrote {}", args.out.display())?;
     }
     Ok(())
+}
+
+/// The reader trained on `labelled` and the everyday negatives, and the labelled examples.
+fn train(labelled: &[&LabelledConversation], everyday: &[Example], config: TrainConfig) -> (Reader, Vec<Example>) {
+    let labelled_examples: Vec<Example> = labelled
+        .iter()
+        .flat_map(|l| learned::examples(&extraction_set::redacted(&l.conversation), &l.labels))
+        .collect();
+    let all: Vec<Example> = labelled_examples.iter().chain(everyday).cloned().collect();
+    (Reader::train(&all, config), labelled_examples)
+}
+
+/// Every kind's threshold as last chosen; none where no file has been written yet.
+fn read_thresholds(path: &Path) -> anyhow::Result<Vec<(Kind, f32)>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let map: BTreeMap<String, f32> =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a JSON object of kinds", path.display()))?;
+    map.into_iter()
+        .map(|(kind, threshold)| {
+            let kind = Kind::parse(&kind).with_context(|| format!("{}: no kind {kind:?}", path.display()))?;
+            if !(0.0..=1.0).contains(&threshold) {
+                bail!("{}: the threshold of {} must be within 0..=1", path.display(), kind.as_str());
+            }
+            Ok((kind, threshold))
+        })
+        .collect()
+}
+
+/// A tuning conversation's batch: its id without the number ("tuning-k").
+fn batch(id: &str) -> &str {
+    id.rsplit_once('-').map_or(id, |(batch, _)| batch)
+}
+
+fn cross_validate(
+    args: &TrainArgs,
+    thresholds: &Path,
+    kept: &[&LabelledConversation],
+    everyday: &[Example],
+    config: TrainConfig,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let mut batches: Vec<&str> = kept.iter().map(|l| batch(&l.id)).collect();
+    batches.dedup();
+    // Per grid threshold, per kind: the score of out-of-fold readings.
+    let mut folded: Vec<BTreeMap<&'static str, Score>> = vec![BTreeMap::new(); GRID.len()];
+    let mut fold_readers: Vec<(&str, Reader)> = Vec::new();
+    for held in &batches {
+        let (train_on, score_on): (Vec<&LabelledConversation>, Vec<&LabelledConversation>) =
+            kept.iter().partition(|l| batch(&l.id) != *held);
+        let (reader, _) = train(&train_on, everyday, config);
+        let redacted: Vec<ConversationEnded> =
+            score_on.iter().map(|l| extraction_set::redacted(&l.conversation)).collect();
+        for (at, threshold) in GRID.iter().enumerate() {
+            let rules = RulesExtractor::with_reader(Some(at_threshold(&reader, *threshold)));
+            let scores = extraction_set::score(
+                score_on.iter().zip(&redacted).map(|(l, c)| (*l, extraction_set::kinds_kept(&rules, c))),
+            );
+            for (kind, score) in scores {
+                let total = folded[at].entry(kind).or_default();
+                *total = total.plus(score);
+            }
+        }
+        writeln!(out, "fold {held}: {} conversations scored", score_on.len())?;
+        if args.show {
+            fold_readers.push((held, reader));
+        }
+    }
+    let patterns = RulesExtractor::with_reader(None);
+    let alone = extraction_set::score(
+        kept.iter().map(|l| (*l, extraction_set::kinds_kept(&patterns, &extraction_set::redacted(&l.conversation)))),
+    );
+    let validation: Vec<ConversationEnded> = extraction_set::everyday(&args.corpus, args.validate_skip, args.validate)?
+        .iter()
+        .map(extraction_set::redacted)
+        .collect();
+    let (full, _) = train(kept, everyday, config);
+    // The budget is for what the reader adds: what the patterns alone keep is theirs.
+    let mut patterns_false: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for conversation in &validation {
+        for kind in extraction_set::kinds_kept(&patterns, conversation) {
+            *patterns_false.entry(kind).or_default() += 1;
+        }
+    }
+    let false_events: Vec<BTreeMap<&'static str, usize>> = GRID
+        .iter()
+        .map(|threshold| {
+            let rules = RulesExtractor::with_reader(Some(at_threshold(&full, *threshold)));
+            let mut counts = BTreeMap::new();
+            for conversation in &validation {
+                for kind in extraction_set::kinds_kept(&rules, conversation) {
+                    *counts.entry(kind).or_default() += 1;
+                }
+            }
+            counts
+        })
+        .collect();
+    let budget = args.false_per_1000 * validation.len() as f64 / 1000.0;
+    let mut table =
+        crate::table::Table::new(&["kind", "patterns P", "patterns R", "threshold", "P", "R", "everyday false"]);
+    let mut chosen: BTreeMap<&'static str, f32> = BTreeMap::new();
+    for kind in Kind::EVENTS.map(Kind::as_str) {
+        // The threshold with the best F-beta out of fold among those within the everyday budget.
+        let beta2 = args.beta * args.beta;
+        let f1 = |score: &Score| match (score.precision(), score.recall()) {
+            (Some(p), Some(r)) if p + r > 0.0 => (1.0 + beta2) * p * r / (beta2 * p + r),
+            _ => 0.0,
+        };
+        let at = (0..GRID.len())
+            .filter(|at| {
+                let added = false_events[*at]
+                    .get(kind)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(patterns_false.get(kind).copied().unwrap_or(0));
+                added as f64 <= budget
+            })
+            .max_by(|a, b| {
+                let (a_score, b_score) = (folded[*a][kind], folded[*b][kind]);
+                // Ties go to the higher threshold: fewer guesses for the same result.
+                f1(&a_score).total_cmp(&f1(&b_score)).then(a.cmp(b))
+            })
+            .unwrap_or(GRID.len() - 1);
+        chosen.insert(kind, GRID[at]);
+        let score = folded[at][kind];
+        let base = alone.get(kind).copied().unwrap_or_default();
+        table.row(vec![
+            kind.to_owned(),
+            percent(base.precision()),
+            percent(base.recall()),
+            format!("{:.2}", GRID[at]),
+            percent(score.precision()),
+            percent(score.recall()),
+            false_events[at].get(kind).copied().unwrap_or(0).to_string(),
+        ]);
+    }
+    writeln!(
+        out,
+        "\nout of fold over {} batches ({} conversations); everyday false events on {} chats from number {}:",
+        batches.len(),
+        kept.len(),
+        validation.len(),
+        args.validate_skip
+    )?;
+    table.write(out)?;
+    let total = |at_kind: &dyn Fn(&str) -> Score| {
+        Kind::EVENTS.map(Kind::as_str).iter().fold(Score::default(), |sum, kind| sum.plus(at_kind(kind)))
+    };
+    let index = |threshold: f32| GRID.iter().position(|t| *t == threshold).expect("chosen from the grid");
+    let all = total(&|kind| folded[index(chosen[kind])][kind]);
+    let base = total(&|kind| alone.get(kind).copied().unwrap_or_default());
+    writeln!(
+        out,
+        "all events: patterns alone P {} R {}; with the reader P {} R {}",
+        percent(base.precision()),
+        percent(base.recall()),
+        percent(all.precision()),
+        percent(all.recall())
+    )?;
+    if args.show {
+        for (held, reader) in fold_readers {
+            let mut reader = reader;
+            for (kind, threshold) in &chosen {
+                reader.set_threshold(Kind::parse(kind).expect("an event kind"), *threshold);
+            }
+            let rules = RulesExtractor::with_reader(Some(reader));
+            for labelled in kept.iter().filter(|l| batch(&l.id) == held) {
+                let conversation = extraction_set::redacted(&labelled.conversation);
+                let found: Vec<_> = rules.findings(&conversation).into_iter().filter(|f| f.kind.is_event()).collect();
+                let expected: Vec<&(Kind, String)> = labelled.labels.iter().filter(|(k, _)| k.is_event()).collect();
+                for (kind, evidence) in &expected {
+                    if !found.iter().any(|f| f.kind == *kind) {
+                        writeln!(out, "MISS {} {}: {evidence}", labelled.id, kind.as_str())?;
+                    }
+                }
+                for finding in found.iter().filter(|f| !expected.iter().any(|(k, _)| *k == f.kind)) {
+                    writeln!(out, "FALSE {} {}: {}", labelled.id, finding.kind.as_str(), finding.evidence)?;
+                }
+            }
+        }
+    }
+    let json = serde_json::to_string_pretty(&chosen)? + "\n";
+    std::fs::write(thresholds, json).with_context(|| format!("cannot write {}", thresholds.display()))?;
+    writeln!(out, "wrote {} (train again to use them)", thresholds.display())?;
+    Ok(())
+}
+
+fn at_threshold(reader: &Reader, threshold: f32) -> Reader {
+    let mut reader = reader.clone();
+    for kind in Kind::EVENTS.into_iter().chain(Kind::FACTS) {
+        reader.set_threshold(kind, threshold);
+    }
+    reader
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{:.0} %", 100.0 * v))
 }

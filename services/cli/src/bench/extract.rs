@@ -36,12 +36,17 @@ pub struct ExtractBenchArgs {
 }
 
 /// An extractor under test: the kinds it keeps of a conversation.
-type System = dyn Fn(&ConversationEnded) -> BTreeSet<&'static str>;
+type System<'a> = dyn Fn(&ConversationEnded) -> BTreeSet<&'static str> + 'a;
 
 pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
     let rules = RulesExtractor::shared();
-    let systems: [(&str, &System); 2] =
-        [("rules extractor", &|c| rules_kinds(rules, c)), ("keyword baseline", &keyword_kinds)];
+    // The patterns without the learned reader: what the reader adds.
+    let patterns = RulesExtractor::with_reader(None);
+    let systems: [(&str, &System<'_>); 3] = [
+        ("rules extractor", &|c| extraction_set::kinds_kept(rules, c)),
+        ("patterns alone", &|c| extraction_set::kinds_kept(&patterns, c)),
+        ("keyword baseline", &keyword_kinds),
+    ];
     for part in ["tuning", "held_out"] {
         let set = extraction_set::load_part(&args.data.join(part))?;
         let redacted_set: Vec<ConversationEnded> = set.iter().map(|l| redacted(&l.conversation)).collect();
@@ -50,7 +55,7 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         // Never for the held-out part: it must not be read while tuning.
         if args.show && part == "tuning" {
             for (labelled, conversation) in set.iter().zip(&redacted_set) {
-                let found = rules_kinds(rules, conversation);
+                let found = extraction_set::kinds_kept(rules, conversation);
                 let expected: BTreeSet<&str> = labelled.kinds.iter().map(String::as_str).collect();
                 if found != expected {
                     let opening: String =
@@ -63,7 +68,16 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        let mut table = crate::table::Table::new(&["kind", "labelled", "rules P", "rules R", "keyword P", "keyword R"]);
+        let mut table = crate::table::Table::new(&[
+            "kind",
+            "labelled",
+            "rules P",
+            "rules R",
+            "patterns P",
+            "patterns R",
+            "keyword P",
+            "keyword R",
+        ]);
         let scores: Vec<BTreeMap<&str, Score>> = systems
             .iter()
             .map(|(_, system)| extraction_set::score(set.iter().zip(&redacted_set).map(|(l, c)| (l, system(c)))))
@@ -135,17 +149,6 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
 
 fn ratio(hits: usize, of: usize) -> String {
     if of == 0 { "-".to_owned() } else { format!("{:.0} % ({hits}/{of})", 100.0 * hits as f64 / of as f64) }
-}
-
-/// The kinds of what the rules extractor keeps.
-fn rules_kinds(rules: &RulesExtractor, conversation: &ConversationEnded) -> BTreeSet<&'static str> {
-    rules
-        .extract(conversation)
-        .iter()
-        .filter_map(|memory| memory.tags.first())
-        .filter_map(|tag| Kind::parse(tag))
-        .map(Kind::as_str)
-        .collect()
 }
 
 /// A memory of a kind wherever one of its words is in a line of the right speaker.

@@ -294,6 +294,16 @@ impl Reader {
         SHIPPED_READER.get_or_init(|| Reader::from_bytes(SHIPPED).expect("the shipped reader model is well formed"))
     }
 
+    /// From now on a sentence is evidence of `kind` where it scores at least `threshold`.
+    pub fn set_threshold(&mut self, kind: Kind, threshold: f32) {
+        self.thresholds[column(kind)] = threshold;
+    }
+
+    /// A reader that finds nothing: the patterns alone.
+    pub fn none() -> Reader {
+        Reader { bias: [f32::NEG_INFINITY; K], thresholds: [1.0; K], weights: Weights::default() }
+    }
+
     fn sum(&self, features: &[u32]) -> [f32; K] {
         let mut z = [0.0; K];
         for feature in features {

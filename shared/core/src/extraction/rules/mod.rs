@@ -244,6 +244,8 @@ impl<'a> Scene<'a> {
 pub struct RulesExtractor {
     events: events::Patterns,
     facts: facts::Patterns,
+    /// The learned reader; the shipped one unless a tool is scoring another.
+    reader: Option<learned::Reader>,
 }
 
 impl Default for RulesExtractor {
@@ -258,7 +260,14 @@ pub(crate) fn compile(pattern: &str) -> regex::Regex {
 
 impl RulesExtractor {
     pub fn new() -> Self {
-        Self { events: events::Patterns::new(), facts: facts::Patterns::new() }
+        Self { events: events::Patterns::new(), facts: facts::Patterns::new(), reader: None }
+    }
+
+    /// The patterns with `reader` in place of the shipped reader, or with none at all:
+    /// for the trainer, to score a model on conversations it was not trained on.
+    pub fn with_reader(reader: Option<learned::Reader>) -> Self {
+        let reader = Some(reader.unwrap_or_else(learned::Reader::none));
+        Self { reader, ..Self::new() }
     }
 
     pub fn shared() -> &'static RulesExtractor {
@@ -273,7 +282,8 @@ impl RulesExtractor {
         let mut findings = self.events.detect(&scene);
         let facts = self.facts.detect(&scene);
         // What the patterns missed, the learned reader may find told in other words.
-        for reading in learned::Reader::shipped().read(&scene) {
+        let reader = self.reader.as_ref().unwrap_or_else(|| learned::Reader::shipped());
+        for reading in reader.read(&scene) {
             // A good turn the patterns already read as help, a gift or a rescue is not read
             // again as another of them ("Let me carry those sacks for you" is not a gift).
             const GOOD_TURNS: [Kind; 3] = [Kind::Help, Kind::Gift, Kind::Rescue];
