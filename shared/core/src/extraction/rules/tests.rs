@@ -288,3 +288,24 @@ fn help_told_afterwards_by_the_npc_is_help() {
         ["help"]
     );
 }
+
+/// What the patterns alone find, without the learned reader.
+fn pattern_kinds(lines: &[(Speaker, &str)]) -> Vec<&'static str> {
+    RulesExtractor::with_reader(None).findings(&conversation(lines)).iter().map(|f| f.kind.as_str()).collect()
+}
+
+#[test]
+fn thanks_that_name_a_labour_and_a_task_reported_done_and_thanked_are_help() {
+    assert_eq!(pattern_kinds(&[(Npc, "Cheers for luggin' them sacks up, saved me back.")]), ["help"]);
+    assert_eq!(pattern_kinds(&[(Npc, "Thank you for minding the stall while I was ill.")]), ["help"]);
+    assert_eq!(pattern_kinds(&[(Npc, "Thanks for looking after the goats.")]), ["help"]);
+    assert_eq!(pattern_kinds(&[(Player, "Rope's fixed."), (Npc, "Bless you, that's a day's work saved.")]), ["help"]);
+    assert_eq!(pattern_kinds(&[(Player, "Patched the hull. Tarred it."), (Npc, "Thank you kindly.")]), ["help"]);
+    // Thanks for company, for watching or for asking are not a task done.
+    assert!(pattern_kinds(&[(Npc, "Thanks for taking the time to talk to me!")]).is_empty());
+    assert!(pattern_kinds(&[(Npc, "Thanks for watching, see you next week.")]).is_empty());
+    assert!(pattern_kinds(&[(Npc, "I won't thank you for carrying tales to the reeve.")]).is_empty());
+    // A report with no thanks, or a question, is not help done for the NPC.
+    assert!(pattern_kinds(&[(Player, "Rope's fixed."), (Npc, "About time.")]).is_empty());
+    assert!(pattern_kinds(&[(Player, "Is the wheel fixed?"), (Npc, "Thanks for asking, it is.")]).is_empty());
+}

@@ -62,8 +62,9 @@ impl Patterns {
                 && !plain.contains("brought this")
                 && !plain.contains("got your back")
                 && !self.hypothetical.is_match(plain);
-            let task_done =
-                self.help_is_done.is_match(plain) && s.word_count() <= 10 && !self.schooling.is_match(plain);
+            let task_done = (self.help_is_done.is_match(plain) || self.task_reported.is_match(plain))
+                && s.word_count() <= 10
+                && !self.schooling.is_match(plain);
             (done || task_done) && !plain.ends_with('?') && thanked_after(*index)
         });
         // "Thanks for the help" thanks something the player offered or did just before.
@@ -74,12 +75,27 @@ impl Patterns {
                 .take(4)
                 .any(|s| s.by(Speaker::Player) && self.offers_help.is_match(&s.plain))
         };
+        // "Cheers for luggin' them sacks up": the NPC's thanks name the labour.
+        let thanks_for_labour = |s: &Sentence<'_>| {
+            self.thanks_for_labour.captures(&s.plain).is_some_and(|caught| {
+                let labour = caught.get(1).map_or("", |m| m.as_str());
+                // Looking, keeping, watching … are labours only with something after them
+                // ("watching the stall", "looking after the goats"), not "thanks for watching".
+                let rest = &s.plain[caught.get(0).map_or(0, |m| m.end())..];
+                let bare = self.not_a_labour.is_match(labour)
+                    && !["after", "over", "the", "my", "our", "his", "her", "them", "it"]
+                        .iter()
+                        .any(|next| rest.strip_prefix(' ').is_some_and(|rest| rest.split(' ').next() == Some(*next)));
+                !bare && !negated(&s.plain, caught.get(0).map_or(0, |m| m.start()))
+            })
+        };
         let (index, sentence) = by_player.or_else(|| {
             Self::npc_sentences(scene).find(|(index, s)| {
-                Self::found(&self.help_npc, s)
+                (Self::found(&self.help_npc, s)
                     && !s.plain.ends_with('?')
                     && thanked_after(*index)
-                    && (!s.plain.contains("help") || player_acted_before(*index))
+                    && (!s.plain.contains("help") || player_acted_before(*index)))
+                    || thanks_for_labour(s)
             })
         })?;
         let deep =

@@ -192,6 +192,12 @@ pub(crate) struct Patterns {
     schooling: Regex,
     offers_help: Regex,
     help_npc: Regex,
+    /// Thanks for a labour: "cheers for luggin' them sacks", "thank you for minding the stall".
+    thanks_for_labour: Regex,
+    /// What one thanks another for without it being a task done for them.
+    not_a_labour: Regex,
+    /// A task reported finished in a few words: "Rope's fixed.", "Patched the hull."
+    task_reported: Regex,
     gratitude: Regex,
     deep_gratitude: Regex,
     rescue_npc: Regex,
@@ -373,6 +379,13 @@ impl Patterns {
             ),
             help_npc: compile(
                 r"\bthank(?:s| you) for (?:the |your )?help(?:ing)?\b|\byou (?:washed|did|fixed|went|brought|carried|mended|cleared|found|repaired|delivered|hauled|finished|swept|fetched) (?:all|the|every|my|them)\b|\byou've done (?:all|so much|more for|the work|it all|me)\b|\byou (?:sat|stayed) up\b[^.!?]*\b(?:night|hours)\b|\byou spent the (?:whole|entire)\b[^.!?]*\b(?:mending|fixing|counting|carrying|cleaning|helping)\b|\bthe work of (?:two|three|four|ten|a dozen)\b|\byou(?:'ve| have)? (?:[a-z]+ed|ran|did|took|kept|made|got|dug|fed|built|swept|sat|stood|held|spoke|speak|tell|told|put|found|brought|caught|gave|drove|wrote|read|won|paid|sorted|sewed|sewn) [^.!?]{0,40}\bfor (?:me|us|my)\b|\bsince you (?:were (?:up|down|out|in|on|here|there)|fixed|mended|patched|cleared|repaired|sorted|came)\b|\byou were (?:up|out|down|in|at)\b[^.!?]{0,40}\b(?:all (?:day|night|afternoon|morning|evening|week)|(?:two|three|four|five|six|seven) (?:days|nights|hours))\b|^you found [a-z]+\W*$",
+            ),
+            thanks_for_labour: compile(
+                r"\b(?:thanks|thank you|thank ye|thankee|cheers|ta|obliged|grateful)(?: (?:so|very|again|much|kindly|mate|lad|lass|friend))* for (?:all )?(?:your )?((?:carry|lug|haul|mind|fix|mend|patch|fetch|deliver|chop|stack|dig|gather|feed|water|sweep|scrub|clean|clear|repair|build|sew|stitch|herd|guard|cover|tend|copy|translat|splic|seal|tarr?|caulk|muck|shoe|round|plough|plow|harvest|pick|load|unload|haul|run|driv|walk|look|keep|stand|sit|watch|lend|pitch|track|hunt|find)[a-z]*(?:ing|in'))\b",
+            ),
+            not_a_labour: compile(r"^(?:looking|keeping|standing|sitting|watching|walking|running|picking|finding)$"),
+            task_reported: compile(
+                r"^(?:(?:the|your|my|that|this|all|both|every) )?(?:[a-z-]+ ){0,2}[a-z-]+(?:'s|'re| is| are) (?:all |now |back |finally |properly )?(?:fixed|mended|patched|mapped|cleared|stacked|swept|fed|watered|sealed|shod|tarred|repaired|delivered|stocked|mucked out|back on|seen to|taken care of)\b[^?]*$|^(?:just |all )?(?:fixed|patched|mended|cleared|stacked|swept|repaired|delivered|sealed|tarred|stitched|hauled|fetched|mapped|shod|caulked|chopped|mucked out)\b (?:the|your|her|his|them|it|all|every)\b[^?]*$",
             ),
             gratitude: compile(
                 r"\b(?:thank|thanks|thankee|in your debt|obliged|bless you|great service|owe you|grateful|much appreciated|you've done|you have done|the work of|good lad|good lass|good work|saved me a trip|saved my neck|cheers|your doing|owe you much|treasure|you're the best|you are the best|make me cry|what would i do without you|don't know what i'd have done|bless your)\b",
