@@ -78,13 +78,14 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
     let tuning_scores = extraction_set::score(tuning.iter().map(|l| (l, found(l))));
     let tuning_events = extraction_set::total(&tuning_scores, &Kind::EVENTS);
     assert!(
-        tuning_events.precision().unwrap_or(0.0) >= 0.95 && tuning_events.recall().unwrap_or(0.0) >= 0.68,
+        tuning_events.precision().unwrap_or(0.0) >= 0.95 && tuning_events.recall().unwrap_or(0.0) >= 0.85,
         "tuning events: {tuning_events:?}"
     );
     for kind in Kind::EVENTS {
         let score = tuning_scores[kind.as_str()];
         let (precision, recall) = (score.precision().unwrap_or(1.0), score.recall().unwrap_or(1.0));
-        assert!(precision >= 0.9 && recall >= 0.5, "tuning {}: P {precision:.2} R {recall:.2}", kind.as_str());
+        // Insults have no reader (it invented them in everyday chat): the patterns' 37 %.
+        assert!(precision >= 0.85 && recall >= 0.35, "tuning {}: P {precision:.2} R {recall:.2}", kind.as_str());
     }
 
     // Held-out part (never read while tuning): today's floors.
@@ -93,7 +94,7 @@ async fn the_rules_extractor_keeps_what_happened_and_invents_little_from_everyda
     let facts = extraction_set::total(&held_out_scores, &Kind::FACTS);
     let (event_precision, event_recall) = (events.precision().unwrap_or(0.0), events.recall().unwrap_or(0.0));
     let (fact_precision, fact_recall) = (facts.precision().unwrap_or(0.0), facts.recall().unwrap_or(0.0));
-    assert!(event_precision >= 0.78 && event_recall >= 0.47, "held-out events: {events:?}");
+    assert!(event_precision >= 0.8 && event_recall >= 0.5, "held-out events: {events:?}");
     assert!(fact_precision >= 0.78 && fact_recall >= 0.44, "held-out facts: {facts:?}");
 
     // Everyday chats: every event memory is a false one.

@@ -65,6 +65,9 @@ impl Default for TrainConfig {
 pub struct Example {
     pub features: Vec<u32>,
     pub kinds: Vec<Kind>,
+    /// Kinds this sentence teaches nothing about: its conversation holds that kind, told
+    /// in another sentence, and this one may tell it too.
+    pub unsure: Vec<Kind>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -363,6 +366,16 @@ impl Reader {
                 example.features.iter().copied().filter(|f| counts[f] >= config.min_count).collect::<Vec<u32>>()
             })
             .collect();
+        let unsure: Vec<[bool; K]> = examples
+            .iter()
+            .map(|example| {
+                let mut unsure = [false; K];
+                for kind in &example.unsure {
+                    unsure[column(*kind)] = true;
+                }
+                unsure
+            })
+            .collect();
         let labels: Vec<[bool; K]> = examples
             .iter()
             .map(|example| {
@@ -398,6 +411,9 @@ impl Reader {
                 }
                 let mut gradient = [0.0f32; K];
                 for column in 0..K {
+                    if unsure[at][column] {
+                        continue;
+                    }
                     let target = if labels[at][column] { 1.0 } else { 0.0 };
                     let weight = if labels[at][column] { config.positive_weight } else { 1.0 };
                     gradient[column] = (sigmoid(z[column]) - target) * weight;
@@ -479,7 +495,8 @@ impl Reader {
 }
 
 /// The training sentences of one labelled conversation: each sentence that overlaps a
-/// labelled evidence span is a positive of that kind, every other a negative.
+/// labelled evidence span is a positive of that kind; the conversation's other sentences
+/// are unsure of its labelled kinds and negatives of every other.
 pub fn examples(conversation: &crate::wire::ConversationEnded, labels: &[(Kind, String)]) -> Vec<Example> {
     let scene = super::scene(conversation);
     let features = SceneFeatures::new(&scene);
@@ -489,14 +506,17 @@ pub fn examples(conversation: &crate::wire::ConversationEnded, labels: &[(Kind, 
             let message = &conversation.messages[sentence.message].text;
             let start = sentence.text.as_ptr() as usize - message.as_ptr() as usize;
             let end = start + sentence.text.len();
-            let kinds = labels
+            let kinds: Vec<Kind> = labels
                 .iter()
                 .filter(|(_, evidence)| {
                     message.match_indices(evidence.as_str()).any(|(at, found)| at < end && start < at + found.len())
                 })
                 .map(|(kind, _)| *kind)
                 .collect();
-            Example { features: features.of(index), kinds }
+            // Labels name one sentence as the evidence, but the sentences around it often
+            // tell the same event: they are no negatives of it.
+            let unsure = labels.iter().map(|(kind, _)| *kind).filter(|kind| !kinds.contains(kind)).collect();
+            Example { features: features.of(index), kinds, unsure }
         })
         .collect()
 }
