@@ -366,26 +366,15 @@ impl Reader {
                 example.features.iter().copied().filter(|f| counts[f] >= config.min_count).collect::<Vec<u32>>()
             })
             .collect();
-        let unsure: Vec<[bool; K]> = examples
-            .iter()
-            .map(|example| {
-                let mut unsure = [false; K];
-                for kind in &example.unsure {
-                    unsure[column(*kind)] = true;
-                }
-                unsure
-            })
-            .collect();
-        let labels: Vec<[bool; K]> = examples
-            .iter()
-            .map(|example| {
-                let mut label = [false; K];
-                for kind in &example.kinds {
-                    label[column(*kind)] = true;
-                }
-                label
-            })
-            .collect();
+        let columns = |kinds: &[Kind]| {
+            let mut set = [false; K];
+            for kind in kinds {
+                set[column(*kind)] = true;
+            }
+            set
+        };
+        let unsure: Vec<[bool; K]> = examples.iter().map(|example| columns(&example.unsure)).collect();
+        let labels: Vec<[bool; K]> = examples.iter().map(|example| columns(&example.kinds)).collect();
         let mut weights = Weights::default();
         let mut bias = [0.0f32; K];
         let mut order: Vec<usize> = (0..examples.len()).collect();
