@@ -53,7 +53,8 @@ pub struct TrainArgs {
     #[arg(long)]
     cross_validate: bool,
     /// With --cross-validate: print each tuning conversation whose events the fold's model
-    /// gets wrong at the chosen thresholds, with the sentences it misread.
+    /// gets wrong at the chosen thresholds, with the sentences it misread, and the events
+    /// the reader adds to the validation chats at 0.5.
     #[arg(long)]
     show: bool,
     /// Thresholds are chosen for the best F-beta out of fold: below 1 weighs precision
@@ -335,6 +336,16 @@ fn cross_validate(
         percent(all.recall())
     )?;
     if args.show {
+        // What the reader would invent in everyday chat at 0.5, beyond what the patterns keep.
+        let half = RulesExtractor::with_reader(Some(at_threshold(&full, 0.5)));
+        for conversation in &validation {
+            let kept_alone = extraction_set::kinds_kept(&patterns, conversation);
+            for finding in half.findings(conversation) {
+                if finding.kind.is_event() && !kept_alone.contains(finding.kind.as_str()) {
+                    writeln!(out, "EVERYDAY {}: {}", finding.kind.as_str(), finding.evidence)?;
+                }
+            }
+        }
         for (held, reader) in fold_readers {
             let mut reader = reader;
             for (kind, threshold) in &chosen {

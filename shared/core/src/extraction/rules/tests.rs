@@ -309,3 +309,18 @@ fn thanks_that_name_a_labour_and_a_task_reported_done_and_thanked_are_help() {
     assert!(pattern_kinds(&[(Player, "Rope's fixed."), (Npc, "About time.")]).is_empty());
     assert!(pattern_kinds(&[(Player, "Is the wheel fixed?"), (Npc, "Thanks for asking, it is.")]).is_empty());
 }
+
+#[test]
+fn the_reader_finds_threats_and_insults_only_where_the_player_speaks_to_the_npc_and_vows_only_its_own() {
+    let patterns = events::Patterns::new();
+    let read = |line: &str, kind: Kind| {
+        let conversation = conversation(&[(Player, line), (Npc, "...")]);
+        patterns.event_read(&scene(&conversation), kind, 0).map(|finding| finding.kind)
+    };
+    assert_eq!(read("The muscular man talked carefully.", Kind::Threat), None);
+    assert_eq!(read("The checkered wax cringed gracefully.", Kind::Insult), None);
+    assert_eq!(read("The job-less urn slept quickly.", Kind::Secret), None);
+    assert_eq!(read("Thy forge would burn so prettily of a night.", Kind::Threat), Some(Kind::Threat));
+    assert_eq!(read("Nice work, for a one-armed tinker like ye.", Kind::Insult), Some(Kind::Insult));
+    assert_eq!(read("Between us, my father never came back from the war.", Kind::Secret), Some(Kind::Secret));
+}

@@ -501,6 +501,70 @@ impl Patterns {
         if good_turn && sentence.by(Speaker::Npc) && !to_the_player() {
             return None;
         }
+        // A threat or an insult is aimed at the NPC: the player's message speaks to it.
+        // ("The muscular man talked carefully." is nobody threatened.)
+        let aimed = matches!(kind, Kind::Threat | Kind::Insult);
+        let speaks_to_the_npc = || {
+            scene.sentences.iter().filter(|other| other.message == sentence.message).any(|other| {
+                other.words().any(|word| {
+                    matches!(
+                        word,
+                        "you"
+                            | "your"
+                            | "yours"
+                            | "yourself"
+                            | "you're"
+                            | "you've"
+                            | "you'd"
+                            | "you'll"
+                            | "u"
+                            | "ur"
+                            | "ye"
+                            | "thee"
+                            | "thou"
+                            | "thy"
+                            | "thine"
+                            | "thyself"
+                            | "ya"
+                            | "yer"
+                    )
+                })
+            })
+        };
+        if aimed && !speaks_to_the_npc() {
+            return None;
+        }
+        // A vow or a confidence is the speaker's own: the message says "I" or "we".
+        let own = matches!(kind, Kind::Promise | Kind::Secret);
+        let speaks_of_itself = || {
+            scene.sentences.iter().filter(|other| other.message == sentence.message).any(|other| {
+                other.words().any(|word| {
+                    matches!(
+                        word,
+                        "i" | "i'm"
+                            | "i've"
+                            | "i'd"
+                            | "i'll"
+                            | "me"
+                            | "my"
+                            | "mine"
+                            | "myself"
+                            | "we"
+                            | "we're"
+                            | "we've"
+                            | "we'll"
+                            | "us"
+                            | "our"
+                            | "im"
+                            | "ive"
+                            | "ill"
+                    )
+                })
+            })
+        };
+        if own && !speaks_of_itself() {
+            return None;
+        }
         let said = quote(sentence.text);
         let whole = &scene.plain;
         let against_npc = kind == Kind::Combat && self.against_npc.is_match(whole);
