@@ -489,80 +489,35 @@ impl Patterns {
         if sentence.reported || self.laughed_off(scene, index) || (players_words && !sentence.by(Speaker::Player)) {
             return None;
         }
+        // Whether the sentence's message says one of `words`.
+        let message_says = |words: &[&str]| {
+            scene
+                .sentences
+                .iter()
+                .filter(|other| other.message == sentence.message)
+                .any(|other| other.words().any(|word| words.contains(&word)))
+        };
         // A good turn the NPC tells is the player's only where its message speaks to them
         // ("you pulled me out"), not of someone else ("the smith's boy pulled me out").
         let good_turn = matches!(kind, Kind::Help | Kind::Gift | Kind::Rescue | Kind::Combat);
-        let to_the_player =
-            || {
-                scene.sentences.iter().filter(|other| other.message == sentence.message).any(|other| {
-                    other.words().any(|word| matches!(word, "you" | "you're" | "you've" | "you'd" | "you'll"))
-                })
-            };
-        if good_turn && sentence.by(Speaker::Npc) && !to_the_player() {
+        if good_turn && sentence.by(Speaker::Npc) && !message_says(&["you", "you're", "you've", "you'd", "you'll"]) {
             return None;
         }
-        // A threat or an insult is aimed at the NPC: the player's message speaks to it.
-        // ("The muscular man talked carefully." is nobody threatened.)
-        let aimed = matches!(kind, Kind::Threat | Kind::Insult);
-        let speaks_to_the_npc = || {
-            scene.sentences.iter().filter(|other| other.message == sentence.message).any(|other| {
-                other.words().any(|word| {
-                    matches!(
-                        word,
-                        "you"
-                            | "your"
-                            | "yours"
-                            | "yourself"
-                            | "you're"
-                            | "you've"
-                            | "you'd"
-                            | "you'll"
-                            | "u"
-                            | "ur"
-                            | "ye"
-                            | "thee"
-                            | "thou"
-                            | "thy"
-                            | "thine"
-                            | "thyself"
-                            | "ya"
-                            | "yer"
-                    )
-                })
-            })
-        };
-        if aimed && !speaks_to_the_npc() {
+        // A threat or an insult is aimed at the NPC: the player's message speaks to it
+        // ("The muscular man talked carefully." threatens nobody).
+        const TO_YOU: [&str; 18] = [
+            "you", "your", "yours", "yourself", "you're", "you've", "you'd", "you'll", "u", "ur", "ye", "thee", "thou",
+            "thy", "thine", "thyself", "ya", "yer",
+        ];
+        if matches!(kind, Kind::Threat | Kind::Insult) && !message_says(&TO_YOU) {
             return None;
         }
         // A vow or a confidence is the speaker's own: the message says "I" or "we".
-        let own = matches!(kind, Kind::Promise | Kind::Secret);
-        let speaks_of_itself = || {
-            scene.sentences.iter().filter(|other| other.message == sentence.message).any(|other| {
-                other.words().any(|word| {
-                    matches!(
-                        word,
-                        "i" | "i'm"
-                            | "i've"
-                            | "i'd"
-                            | "i'll"
-                            | "me"
-                            | "my"
-                            | "mine"
-                            | "myself"
-                            | "we"
-                            | "we're"
-                            | "we've"
-                            | "we'll"
-                            | "us"
-                            | "our"
-                            | "im"
-                            | "ive"
-                            | "ill"
-                    )
-                })
-            })
-        };
-        if own && !speaks_of_itself() {
+        const OF_ME: [&str; 18] = [
+            "i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "we're", "we've", "we'll", "us",
+            "our", "im", "ive", "ill",
+        ];
+        if matches!(kind, Kind::Promise | Kind::Secret) && !message_says(&OF_ME) {
             return None;
         }
         let said = quote(sentence.text);
