@@ -115,12 +115,12 @@ pub fn run(args: TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> 
         learning_rate: args.learning_rate,
     };
     let excluded = |l: &LabelledConversation| args.exclude.iter().any(|prefix| l.id.starts_with(prefix.as_str()));
-    let kept: Vec<&LabelledConversation> = tuning.iter().filter(|l| !excluded(l)).collect();
+    let kept: Vec<Prepared<'_>> = tuning.iter().filter(|l| !excluded(l)).map(Prepared::new).collect();
     if args.cross_validate {
         return cross_validate(&args, &thresholds, &kept, &everyday_examples, config, out);
     }
-    let (reader, examples) = train(&kept, &everyday_examples, config);
-    let mut reader = reader;
+    let mut reader = train(kept.iter(), &everyday_examples, config);
+    let examples: Vec<&Example> = kept.iter().flat_map(|p| &p.examples).collect();
     for (kind, threshold) in read_thresholds(&thresholds)? {
         reader.set_threshold(kind, threshold);
     }
@@ -156,14 +156,45 @@ pub fn run(args: TrainArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The reader trained on `labelled` and the everyday negatives, and the labelled examples.
-fn train(labelled: &[&LabelledConversation], everyday: &[Example], config: TrainConfig) -> (Reader, Vec<Example>) {
-    let labelled_examples: Vec<Example> = labelled
-        .iter()
-        .flat_map(|l| learned::examples(&extraction_set::redacted(&l.conversation), &l.labels))
-        .collect();
-    let all: Vec<Example> = labelled_examples.iter().chain(everyday).cloned().collect();
-    (Reader::train(&all, config), labelled_examples)
+/// A labelled conversation as extract sees it (redacted) and its training sentences,
+/// worked out once however many folds train on it.
+struct Prepared<'a> {
+    labelled: &'a LabelledConversation,
+    redacted: ConversationEnded,
+    examples: Vec<Example>,
+}
+
+impl<'a> Prepared<'a> {
+    fn new(labelled: &'a LabelledConversation) -> Self {
+        let redacted = extraction_set::redacted(&labelled.conversation);
+        let examples = learned::examples(&redacted, &labelled.labels);
+        Prepared { labelled, redacted, examples }
+    }
+
+    fn batch(&self) -> &str {
+        batch(&self.labelled.id)
+    }
+}
+
+/// The reader trained on `labelled` and the everyday negatives.
+fn train<'p, 'a: 'p>(
+    labelled: impl Iterator<Item = &'p Prepared<'a>>,
+    everyday: &[Example],
+    config: TrainConfig,
+) -> Reader {
+    let all: Vec<Example> = labelled.flat_map(|p| p.examples.iter()).chain(everyday).cloned().collect();
+    Reader::train(&all, config)
+}
+
+/// How many of `conversations` yield a memory of each kind.
+fn kinds_counted(rules: &RulesExtractor, conversations: &[ConversationEnded]) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for conversation in conversations {
+        for kind in extraction_set::kinds_kept(rules, conversation) {
+            *counts.entry(kind).or_default() += 1;
+        }
+    }
+    counts
 }
 
 /// Every kind's threshold as last chosen; none where no file has been written yet.
@@ -195,26 +226,23 @@ fn batch(id: &str) -> &str {
 fn cross_validate(
     args: &TrainArgs,
     thresholds: &Path,
-    kept: &[&LabelledConversation],
+    kept: &[Prepared<'_>],
     everyday: &[Example],
     config: TrainConfig,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    let mut batches: Vec<&str> = kept.iter().map(|l| batch(&l.id)).collect();
+    let mut batches: Vec<&str> = kept.iter().map(Prepared::batch).collect();
     batches.dedup();
     // Per grid threshold, per kind: the score of out-of-fold readings.
     let mut folded: Vec<BTreeMap<&'static str, Score>> = vec![BTreeMap::new(); GRID.len()];
     let mut fold_readers: Vec<(&str, Reader)> = Vec::new();
     for held in &batches {
-        let (train_on, score_on): (Vec<&LabelledConversation>, Vec<&LabelledConversation>) =
-            kept.iter().partition(|l| batch(&l.id) != *held);
-        let (reader, _) = train(&train_on, everyday, config);
-        let redacted: Vec<ConversationEnded> =
-            score_on.iter().map(|l| extraction_set::redacted(&l.conversation)).collect();
+        let reader = train(kept.iter().filter(|p| p.batch() != *held), everyday, config);
+        let score_on: Vec<&Prepared<'_>> = kept.iter().filter(|p| p.batch() == *held).collect();
         for (at, threshold) in GRID.iter().enumerate() {
             let rules = RulesExtractor::with_reader(Some(at_threshold(&reader, *threshold)));
             let scores = extraction_set::score(
-                score_on.iter().zip(&redacted).map(|(l, c)| (*l, extraction_set::kinds_kept(&rules, c))),
+                score_on.iter().map(|p| (p.labelled, extraction_set::kinds_kept(&rules, &p.redacted))),
             );
             for (kind, score) in scores {
                 let total = folded[at].entry(kind).or_default();
@@ -227,32 +255,19 @@ fn cross_validate(
         }
     }
     let patterns = RulesExtractor::with_reader(None);
-    let alone = extraction_set::score(
-        kept.iter().map(|l| (*l, extraction_set::kinds_kept(&patterns, &extraction_set::redacted(&l.conversation)))),
-    );
+    let alone =
+        extraction_set::score(kept.iter().map(|p| (p.labelled, extraction_set::kinds_kept(&patterns, &p.redacted))));
     let mut validation: Vec<ConversationEnded> = Vec::new();
     for (skip, count) in VALIDATION {
         validation.extend(extraction_set::everyday(&args.corpus, skip, count)?.iter().map(extraction_set::redacted));
     }
-    let (full, _) = train(kept, everyday, config);
+    let full = train(kept.iter(), everyday, config);
     // The budget is for what the reader adds: what the patterns alone keep is theirs.
-    let mut patterns_false: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for conversation in &validation {
-        for kind in extraction_set::kinds_kept(&patterns, conversation) {
-            *patterns_false.entry(kind).or_default() += 1;
-        }
-    }
+    let patterns_false = kinds_counted(&patterns, &validation);
     let false_events: Vec<BTreeMap<&'static str, usize>> = GRID
         .iter()
         .map(|threshold| {
-            let rules = RulesExtractor::with_reader(Some(at_threshold(&full, *threshold)));
-            let mut counts = BTreeMap::new();
-            for conversation in &validation {
-                for kind in extraction_set::kinds_kept(&rules, conversation) {
-                    *counts.entry(kind).or_default() += 1;
-                }
-            }
-            counts
+            kinds_counted(&RulesExtractor::with_reader(Some(at_threshold(&full, *threshold))), &validation)
         })
         .collect();
     // The reader may add at most this many false events to the validation chats, all
@@ -298,10 +313,12 @@ fn cross_validate(
     let mut table =
         crate::table::Table::new(&["kind", "patterns P", "patterns R", "threshold", "P", "R", "everyday false"]);
     let mut chosen: BTreeMap<&'static str, f32> = BTreeMap::new();
+    let mut chosen_scores: BTreeMap<&'static str, Score> = BTreeMap::new();
     for (kind, at) in kinds.iter().zip(&at) {
         let at = *at;
         chosen.insert(kind, GRID[at]);
         let score = folded[at][*kind];
+        chosen_scores.insert(kind, score);
         let base = alone.get(*kind).copied().unwrap_or_default();
         table.row(vec![
             kind.to_string(),
@@ -321,12 +338,8 @@ fn cross_validate(
         validation.len(),
     )?;
     table.write(out)?;
-    let total = |at_kind: &dyn Fn(&str) -> Score| {
-        Kind::EVENTS.map(Kind::as_str).iter().fold(Score::default(), |sum, kind| sum.plus(at_kind(kind)))
-    };
-    let index = |threshold: f32| GRID.iter().position(|t| *t == threshold).expect("chosen from the grid");
-    let all = total(&|kind| folded[index(chosen[kind])][kind]);
-    let base = total(&|kind| alone.get(kind).copied().unwrap_or_default());
+    let all = extraction_set::total(&chosen_scores, &Kind::EVENTS);
+    let base = extraction_set::total(&alone, &Kind::EVENTS);
     writeln!(
         out,
         "all events: patterns alone P {} R {}; with the reader P {} R {}",
@@ -352,9 +365,10 @@ fn cross_validate(
                 reader.set_threshold(Kind::parse(kind).expect("an event kind"), *threshold);
             }
             let rules = RulesExtractor::with_reader(Some(reader));
-            for labelled in kept.iter().filter(|l| batch(&l.id) == held) {
-                let conversation = extraction_set::redacted(&labelled.conversation);
-                let found: Vec<_> = rules.findings(&conversation).into_iter().filter(|f| f.kind.is_event()).collect();
+            for prepared in kept.iter().filter(|p| p.batch() == held) {
+                let labelled = prepared.labelled;
+                let found: Vec<_> =
+                    rules.findings(&prepared.redacted).into_iter().filter(|f| f.kind.is_event()).collect();
                 let expected: Vec<&(Kind, String)> = labelled.labels.iter().filter(|(k, _)| k.is_event()).collect();
                 for (kind, evidence) in &expected {
                     if !found.iter().any(|f| f.kind == *kind) {
