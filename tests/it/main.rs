@@ -4,6 +4,7 @@
 mod cli;
 mod cli_privacy;
 mod consolidate;
+mod degraded_auto;
 mod deploy_local;
 mod enrich;
 mod enrich_errors;

@@ -38,7 +38,9 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     config.common.database_max_connections = config.common.database_max_connections.max(24);
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "enrich", &mut registry).await?;
-    let metrics = metrics::EnrichMetrics::register(&mut registry);
+    let budgets = config.common.error_budgets(&metrics::BUDGETS);
+    context.health.watch_budgets(budgets.clone());
+    let metrics = metrics::EnrichMetrics::register(&mut registry, budgets);
     let embedder = config.embed.embedder()?;
     if let Some(embedder) = &embedder {
         info!(model = embedder.model(), "recall's dense ranking on");

@@ -1,15 +1,22 @@
+use npcmem_service::ErrorBudgets;
+use npcmem_service::error_budgets::{CACHE_HIT_RATE, CONTEXT_P99, RETRIEVAL_P99};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// The error budgets enrich is judged by (automatic degraded mode).
+pub const BUDGETS: [npcmem_service::error_budgets::Check; 3] = [RETRIEVAL_P99, CONTEXT_P99, CACHE_HIT_RATE];
+
 type Labels = Vec<(String, String)>;
 
 /// The read side: cache hits and misses, degraded providers, the context build time, the
-/// retrieval time of a pair's data, the cache's size, and what a loaded pair holds.
+/// retrieval time of a pair's data, the cache's size, and what a loaded pair holds; the
+/// same observations feed the service's error budgets.
 #[derive(Clone)]
 pub struct EnrichMetrics {
+    budgets: ErrorBudgets,
     cache: Family<Labels, Counter>,
     degraded: Family<Labels, Counter>,
     latency: Histogram,
@@ -25,8 +32,9 @@ fn count_buckets() -> Histogram {
 }
 
 impl EnrichMetrics {
-    pub fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry, budgets: ErrorBudgets) -> Self {
         let metrics = Self {
+            budgets,
             cache: Family::default(),
             degraded: Family::default(),
             latency: Histogram::new([0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.1, 0.25]),
@@ -73,6 +81,7 @@ impl EnrichMetrics {
 
     pub fn cache(&self, result: &str) {
         self.cache.get_or_create(&vec![("result".into(), result.into())]).inc();
+        self.budgets.outcome(&CACHE_HIT_RATE, result == "hit");
     }
 
     pub fn degraded(&self, provider: &str) {
@@ -82,6 +91,7 @@ impl EnrichMetrics {
     /// One pair loaded in `seconds`, holding `memories` (count per type) and `summaries`.
     pub fn retrieved(&self, seconds: f64, memories: &[(&str, usize)], summaries: Option<usize>) {
         self.retrieval.observe(seconds);
+        self.budgets.duration(&RETRIEVAL_P99, seconds);
         for (memory_type, count) in memories {
             self.pair_memories
                 .get_or_create(&vec![("memory_type".into(), (*memory_type).into())])
@@ -99,5 +109,6 @@ impl EnrichMetrics {
 
     pub fn request(&self, elapsed_us: u64) {
         self.latency.observe(elapsed_us as f64 / 1e6);
+        self.budgets.duration(&CONTEXT_P99, elapsed_us as f64 / 1e6);
     }
 }

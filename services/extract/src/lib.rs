@@ -50,7 +50,9 @@ pub async fn run(mut config: ExtractConfig, shutdown: Shutdown) -> Result<(), Se
     }
     let mut registry = Registry::default();
     let context = ServiceContext::connect(&config.common, "extract", &mut registry).await?;
-    let metrics = metrics::ExtractMetrics::register(&mut registry);
+    let budgets = config.common.error_budgets(&metrics::BUDGETS);
+    context.health.watch_budgets(budgets.clone());
+    let metrics = metrics::ExtractMetrics::register(&mut registry, budgets);
     let budget = budget::Budget::new(context.pool.clone(), config.budget_settings());
     let llm = client.map(|client| {
         info!(

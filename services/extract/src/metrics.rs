@@ -1,16 +1,22 @@
+use npcmem_service::ErrorBudgets;
+use npcmem_service::error_budgets::EXTRACTION_SUCCESS_RATE;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// The error budget extract is judged by (automatic degraded mode).
+pub const BUDGETS: [npcmem_service::error_budgets::Check; 1] = [EXTRACTION_SUCCESS_RATE];
+
 type Labels = Vec<(String, String)>;
 
 /// `memory_extractions_total{status,extractor}`, `extraction_jobs_total{state}`, the
 /// extraction duration and the jobs in progress, `safety_flags_total{flag}`, plus memories
-/// stored and evicted by the caps.
+/// stored and evicted by the caps; finished jobs also feed the extraction success budget.
 #[derive(Clone)]
 pub struct ExtractMetrics {
+    budgets: ErrorBudgets,
     jobs: Family<Labels, Counter>,
     active_jobs: Gauge,
     duration: Histogram,
@@ -26,8 +32,9 @@ pub struct ExtractMetrics {
 }
 
 impl ExtractMetrics {
-    pub fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry, budgets: ErrorBudgets) -> Self {
         let metrics = Self {
+            budgets,
             jobs: Family::default(),
             active_jobs: Gauge::default(),
             duration: Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0]),
@@ -109,9 +116,12 @@ impl ExtractMetrics {
         self.active_jobs.dec_by(jobs as i64);
         self.duration.observe(seconds);
         if retried {
+            // A batch sent back for a retry did not succeed this time: the budget counts it.
+            self.budgets.outcomes(&EXTRACTION_SUCCESS_RATE, 0, jobs as u64);
             self.job("retried", jobs);
             return;
         }
+        self.budgets.outcomes(&EXTRACTION_SUCCESS_RATE, (jobs - failed) as u64, jobs as u64);
         self.job("complete", jobs - failed);
         self.job("failed", failed);
         if failed > 0 {

@@ -69,6 +69,15 @@ pub struct CommonConfig {
     pub outbox_batch_size: i64,
     #[arg(long, env = "NPCMEM_OUTBOX_POLL_MS", default_value_t = 500)]
     pub outbox_poll_ms: u64,
+    /// Error budgets (automatic degraded mode) are judged over windows this long.
+    #[arg(long, env = "NPCMEM_BUDGET_WINDOW_MS", default_value_t = 10_000)]
+    pub budget_window_ms: u64,
+    /// Windows in a row past a budget's degraded threshold before it counts as breached.
+    #[arg(long, env = "NPCMEM_BUDGET_ENTER_WINDOWS", default_value_t = 3)]
+    pub budget_enter_windows: u32,
+    /// Windows in a row within a budget's target before a breach is over.
+    #[arg(long, env = "NPCMEM_BUDGET_LEAVE_WINDOWS", default_value_t = 6)]
+    pub budget_leave_windows: u32,
     /// How long start-up waits for NATS and Postgres before giving up.
     #[arg(long, env = "NPCMEM_STARTUP_TIMEOUT_SECS", default_value_t = 60)]
     pub startup_timeout_secs: u64,
@@ -108,6 +117,14 @@ impl CommonConfig {
                 self.consumer_concurrency
             )));
         }
+        if self.budget_window_ms < 100 {
+            return Err(crate::ServiceError::Config("NPCMEM_BUDGET_WINDOW_MS must be at least 100".into()));
+        }
+        if self.budget_enter_windows == 0 || self.budget_leave_windows == 0 {
+            return Err(crate::ServiceError::Config(
+                "NPCMEM_BUDGET_ENTER_WINDOWS and NPCMEM_BUDGET_LEAVE_WINDOWS must be at least 1".into(),
+            ));
+        }
         if self.max_deliver < 2 {
             return Err(crate::ServiceError::Config("NPCMEM_MAX_DELIVER must be at least 2".into()));
         }
@@ -125,6 +142,19 @@ impl CommonConfig {
             ack_wait: Duration::from_secs(self.ack_wait_secs),
             max_deliver: self.max_deliver,
             max_ack_pending: self.max_ack_pending,
+        }
+    }
+
+    /// An empty set of error budgets with this configuration's hysteresis; a service
+    /// fills it with its checks and hands it to [`crate::Health::watch_budgets`].
+    pub fn error_budgets(&self, checks: &[crate::error_budgets::Check]) -> crate::ErrorBudgets {
+        crate::ErrorBudgets::new(checks, self.budget_enter_windows, self.budget_leave_windows)
+    }
+
+    pub fn budget_monitor(&self) -> crate::error_budgets::MonitorSettings {
+        crate::error_budgets::MonitorSettings {
+            window: Duration::from_millis(self.budget_window_ms),
+            expires_after_windows: self.budget_enter_windows.max(self.budget_leave_windows) + 1,
         }
     }
 

@@ -116,6 +116,7 @@ pub struct Support {
     relay_shutdown: crate::Shutdown,
     relay_task: tokio::task::JoinHandle<()>,
     sampler_task: tokio::task::JoinHandle<()>,
+    budget_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ServiceContext {
@@ -147,6 +148,10 @@ impl ServiceContext {
                 .parse()
                 .map_err(|_| ServiceError::Config(format!("bad default http address {default_http_addr}")))?,
         };
+        let mut registry = registry;
+        if let Some(budgets) = self.health.budgets() {
+            budgets.register(&mut registry);
+        }
         let (bound, http_task) = crate::http::serve(
             http_addr,
             self.health.clone(),
@@ -167,9 +172,20 @@ impl ServiceContext {
             Duration::from_secs(5),
             relay_shutdown.subscribe(),
         ));
+        let budget_task = self.health.budgets().filter(|budgets| !budgets.is_empty()).map(|budgets| {
+            tokio::spawn(crate::error_budgets::monitor(
+                budgets.clone(),
+                self.pool.clone(),
+                self.nats.clone(),
+                self.topology.clone(),
+                self.service_name.clone(),
+                self.config.budget_monitor(),
+                relay_shutdown.subscribe(),
+            ))
+        });
         self.health.set_ready(true);
         info!(service = %self.service_name, http = %bound, "ready");
-        Ok(Support { http_addr: bound, http_task, relay_shutdown, relay_task, sampler_task })
+        Ok(Support { http_addr: bound, http_task, relay_shutdown, relay_task, sampler_task, budget_task })
     }
 }
 
@@ -181,6 +197,9 @@ impl Support {
         // The sampler only reads; it may be stuck on a NATS request timeout, so stop it.
         self.sampler_task.abort();
         let _ = self.relay_task.await;
+        if let Some(task) = self.budget_task {
+            let _ = task.await;
+        }
         let _ = self.http_task.await;
         context.nats.flush().await.ok();
         info!(service = %context.service_name, "stopped");

@@ -9,6 +9,7 @@ pub mod budgets;
 pub mod context;
 pub mod conversations;
 pub mod error;
+pub mod error_budgets;
 pub mod export;
 pub mod factions;
 pub mod inspect;

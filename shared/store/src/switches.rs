@@ -1,4 +1,8 @@
 //! Runtime switches: degraded mode, gossip and consolidation on/off.
+//!
+//! `degraded` is `"auto"` (the default: degraded while any service instance reports a
+//! breached error budget, see [`crate::error_budgets`]) or a boolean an operator set,
+//! which overrides the budgets either way.
 
 use std::collections::HashMap;
 
@@ -12,13 +16,15 @@ pub struct Switches {
     /// Degraded mode: gossip and consolidation stop, enrich keeps
     /// cached contexts three times as long.
     pub degraded: bool,
+    /// What an operator set `degraded` to; None while it follows the error budgets.
+    pub degraded_set: Option<bool>,
     pub gossip_enabled: bool,
     pub consolidation_enabled: bool,
 }
 
 impl Default for Switches {
     fn default() -> Self {
-        Switches { degraded: false, gossip_enabled: true, consolidation_enabled: true }
+        Switches { degraded: false, degraded_set: None, gossip_enabled: true, consolidation_enabled: true }
     }
 }
 
@@ -37,8 +43,15 @@ pub async fn read(connection: &mut PgConnection) -> StoreResult<Switches> {
     let values = load_all(connection).await?;
     let defaults = Switches::default();
     let flag = |name: &str, default: bool| values.get(name).and_then(serde_json::Value::as_bool).unwrap_or(default);
+    // Anything but a boolean ("auto", or no row) follows the error budgets.
+    let degraded_set = values.get("degraded").and_then(serde_json::Value::as_bool);
+    let degraded = match degraded_set {
+        Some(set) => set,
+        None => crate::error_budgets::any_breached(connection).await?,
+    };
     Ok(Switches {
-        degraded: flag("degraded", defaults.degraded),
+        degraded,
+        degraded_set,
         gossip_enabled: flag("gossip_enabled", defaults.gossip_enabled),
         consolidation_enabled: flag("consolidation_enabled", defaults.consolidation_enabled),
     })
