@@ -230,14 +230,22 @@ async fn degraded_mode_and_the_gossip_switch_stop_ticks_and_a_switch_set_reaches
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let listed = npcmem(&env, &["switch", "list"]).await.assert_ok().stdout.clone();
-    let row = |name: &str| listed.lines().find(|line| line.starts_with(name)).unwrap_or_default().to_owned();
+    let row_of =
+        |listed: &str, name: &str| listed.lines().find(|line| line.starts_with(name)).unwrap_or_default().to_owned();
+    let row = |name: &str| row_of(&listed, name);
     assert!(row("gossip_enabled").contains("false") && row("degraded").contains("false"), "{listed}");
+    assert!(listed.contains("error budgets (0 breached"), "the checks follow the switches: {listed}");
     let refused = npcmem(&env, &["switch", "set", "gossip", "false"]).await;
     assert_eq!(refused.code, npcmem_cli::exit_code::BAD_INPUT, "{}", refused.error);
     let refused = npcmem(&env, &["switch", "set", "degraded", "maybe"]).await;
     assert_eq!(refused.code, npcmem_cli::exit_code::BAD_INPUT, "{}", refused.error);
+    let refused = npcmem(&env, &["switch", "set", "gossip_enabled", "auto"]).await;
+    assert_eq!(refused.code, npcmem_cli::exit_code::BAD_INPUT, "only degraded follows the budgets: {}", refused.error);
+    npcmem(&env, &["switch", "set", "degraded", "auto"]).await.assert_ok();
+    let listed = npcmem(&env, &["switch", "list"]).await.assert_ok().stdout.clone();
+    assert!(row_of(&listed, "degraded").contains("\"auto\""), "{listed}");
     let logged: i64 = env.count("SELECT count(*) FROM admin_actions WHERE action = 'switch.set'").await;
-    assert_eq!(logged, 3, "every change is in the admin log");
+    assert_eq!(logged, 4, "every change is in the admin log");
     gossip.stop().await;
     env.cleanup().await;
 }
