@@ -3,6 +3,7 @@
 //! in-process (or as real binaries for crash tests); waits poll a condition with a deadline.
 
 pub mod fixtures;
+pub mod nats_cluster;
 pub mod nats_server;
 pub mod postgres_server;
 pub mod process;
@@ -105,6 +106,12 @@ impl TestEnv {
 
     /// A test environment on the given NATS server and PostgreSQL (admin URL).
     pub async fn with_servers(nats_url: &str, admin_url: &str) -> Self {
+        Self::with_stream_replicas(nats_url, admin_url, 1).await
+    }
+
+    /// A test environment whose streams have `replicas` replicas (a JetStream cluster of
+    /// at least that many nodes); the services must be given the same `--stream-replicas`.
+    pub async fn with_stream_replicas(nats_url: &str, admin_url: &str, replicas: usize) -> Self {
         init_tracing();
         let id = Uuid::new_v4().simple().to_string()[..12].to_string();
         let database_name = format!("npcmem_test_{id}");
@@ -122,6 +129,7 @@ impl TestEnv {
         let settings = TopologySettings {
             work_queue_max_bytes: TEST_STREAM_MAX_BYTES,
             limits_stream_max_bytes: TEST_STREAM_MAX_BYTES,
+            replicas,
             ..TopologySettings::default()
         };
         let topology = Topology::new(&format!("t{id}"), &format!("T{id}"), settings);
@@ -396,6 +404,13 @@ where
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("bound").port()
+}
+
+/// `count` distinct free loopback ports (all bound at once, then released).
+pub fn free_ports(count: usize) -> Vec<u16> {
+    let listeners: Vec<_> =
+        (0..count).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port")).collect();
+    listeners.iter().map(|listener| listener.local_addr().expect("bound").port()).collect()
 }
 
 /// Flags for extract against an OpenAI-compatible endpoint at `base_url`, with budgets and
