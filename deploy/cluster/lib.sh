@@ -31,28 +31,6 @@ cluster_node_record() { printf 'nats-n%s' "$1"; }
 cluster_node_url() { printf 'nats://127.0.0.1:%s' "$(cluster_client_port "$1")"; }
 cluster_node_config() { printf '%s/n%s.conf' "$NPCMEM_CLUSTER_NATS_DIR" "$1"; }
 
-# cluster_free_port VAR: a free TCP port on 127.0.0.1 for a service, stored in VAR and
-# remembered like npcmem_free_port's. Chosen below the kernel's ephemeral range: with
-# eight services starting at once, a port from that range was taken by one service's
-# outgoing connection before the service it was meant for could listen on it.
-cluster_free_port() {
-	# odd local names: printf -v must not hit a local that shadows the caller's VAR
-	local _cluster_fp_low=32768 _cluster_fp_floor=20000 _cluster_fp_port _cluster_fp_attempt
-	if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
-		read -r _cluster_fp_low _ </proc/sys/net/ipv4/ip_local_port_range
-	fi
-	if ((_cluster_fp_low - _cluster_fp_floor < 1000)); then _cluster_fp_floor=1024; fi
-	for ((_cluster_fp_attempt = 0; _cluster_fp_attempt < 200; _cluster_fp_attempt++)); do
-		_cluster_fp_port=$((_cluster_fp_floor + (RANDOM * 32768 + RANDOM) % (_cluster_fp_low - _cluster_fp_floor)))
-		if ! npcmem_port_taken "$_cluster_fp_port"; then
-			NPCMEM_PORTS_HANDED_OUT="${NPCMEM_PORTS_HANDED_OUT:-} $_cluster_fp_port"
-			printf -v "$1" '%s' "$_cluster_fp_port"
-			return 0
-		fi
-	done
-	npcmem_die "found no free TCP port on 127.0.0.1 below $_cluster_fp_low"
-}
-
 # cluster_write_config N: the node's configuration file (routes to all three; a
 # node recognises and drops the route to itself).
 cluster_write_config() {

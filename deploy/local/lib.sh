@@ -103,14 +103,20 @@ npcmem_port_taken() {
 	return 1
 }
 
-# npcmem_free_port [VAR]: a free TCP port on 127.0.0.1 in 20000-59999. With VAR,
+# npcmem_free_port [VAR]: a free TCP port on 127.0.0.1 from 20000 up to the ephemeral range. With VAR,
 # the port is stored there and also remembered so that later calls in this
 # process don't hand it out again; without VAR it is printed.
 npcmem_free_port() {
 	# odd local names: printf -v must not hit a local that shadows the caller's VAR
-	local _npcmem_fp_port _npcmem_fp_attempt
+	local _npcmem_fp_port _npcmem_fp_attempt _npcmem_fp_low=32768 _npcmem_fp_floor=20000
+	# Below the kernel's ephemeral range: an outgoing connection cannot take the port
+	# between this check and the service binding it.
+	if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
+		read -r _npcmem_fp_low _ </proc/sys/net/ipv4/ip_local_port_range
+	fi
+	if ((_npcmem_fp_low - _npcmem_fp_floor < 1000)); then _npcmem_fp_floor=1024; fi
 	for ((_npcmem_fp_attempt = 0; _npcmem_fp_attempt < 200; _npcmem_fp_attempt++)); do
-		_npcmem_fp_port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		_npcmem_fp_port=$((_npcmem_fp_floor + (RANDOM * 32768 + RANDOM) % (_npcmem_fp_low - _npcmem_fp_floor)))
 		if ! npcmem_port_taken "$_npcmem_fp_port"; then
 			if [[ $# -ge 1 ]]; then
 				NPCMEM_PORTS_HANDED_OUT="${NPCMEM_PORTS_HANDED_OUT:-} $_npcmem_fp_port"
@@ -121,7 +127,7 @@ npcmem_free_port() {
 			return 0
 		fi
 	done
-	npcmem_die "found no free TCP port on 127.0.0.1"
+	npcmem_die "found no free TCP port on 127.0.0.1 below $_npcmem_fp_low"
 }
 
 # npcmem_record_write NAME KEY=VALUE...: .local/run/NAME.env, one KEY=VALUE a line.

@@ -54,7 +54,7 @@ pub async fn nats(common: &CommonConfig, timeout: Duration) -> Result<async_nats
     let unreachable =
         |detail: String| CliError::Unreachable { dependency: "NATS", target: common.nats_url.clone(), detail };
     // One attempt (no retry_on_initial_connect); the outer timeout also covers DNS.
-    match tokio::time::timeout(timeout + Duration::from_secs(1), options.connect(common.nats_url.as_str())).await {
+    match tokio::time::timeout(timeout + Duration::from_secs(1), options.connect(common.nats_servers())).await {
         Err(_) => Err(unreachable(format!("no answer within {} s", timeout.as_secs_f32()))),
         Ok(Ok(client)) => Ok(client),
         Ok(Err(error)) if matches!(error.kind(), async_nats::ConnectErrorKind::ServerParse) => {

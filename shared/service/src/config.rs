@@ -145,6 +145,12 @@ impl CommonConfig {
         }
     }
 
+    /// The NATS servers of `NPCMEM_NATS_URL`, comma-separated: the client tries them in
+    /// turn and reconnects to any of them.
+    pub fn nats_servers(&self) -> Vec<&str> {
+        self.nats_url.split(',').map(str::trim).filter(|url| !url.is_empty()).collect()
+    }
+
     /// An empty set of error budgets with this configuration's hysteresis; a service
     /// fills it with its checks and hands it to [`crate::Health::watch_budgets`].
     pub fn error_budgets(&self, checks: &[crate::error_budgets::Check]) -> crate::ErrorBudgets {
@@ -181,5 +187,24 @@ impl CommonConfig {
 
     pub fn pool_options(&self) -> PoolOptions {
         PoolOptions { max_connections: self.database_max_connections, ..PoolOptions::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        common: super::CommonConfig,
+    }
+
+    #[test]
+    fn several_nats_servers_are_comma_separated() {
+        let flags = Flags::parse_from(["x", "--nats-url", "nats://a:4301, nats://b:4302,,nats://c:4303"]);
+        assert_eq!(flags.common.nats_servers(), ["nats://a:4301", "nats://b:4302", "nats://c:4303"]);
+        let flags = Flags::parse_from(["x"]);
+        assert_eq!(flags.common.nats_servers(), ["nats://127.0.0.1:4222"]);
     }
 }

@@ -83,7 +83,7 @@ async fn connect_nats(config: &CommonConfig, service_name: &str) -> Result<async
     // No retry_on_initial_connect: a failed first connect returns, and `retry_until`
     // decides how long to keep trying. Once connected the client reconnects by itself.
     let client = options
-        .connect(config.nats_url.as_str())
+        .connect(config.nats_servers())
         .await
         .map_err(|error| ServiceError::Bus(npcmem_bus::BusError::Connect(error)))?;
     Ok(client)

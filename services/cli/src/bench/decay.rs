@@ -26,7 +26,7 @@ pub struct DecayBenchArgs {
 }
 
 pub async fn run(common: &CommonConfig, args: DecayBenchArgs) -> anyhow::Result<()> {
-    let nats = async_nats::connect(common.nats_url.as_str()).await?;
+    let nats = async_nats::connect(common.nats_servers()).await?;
     let js = jetstream::new(nats);
     let id = format!("{}{}", std::process::id(), chrono::Utc::now().timestamp() % 100_000);
     let scratch = Scratch::create(common, &js, &format!("{id}d")).await?;

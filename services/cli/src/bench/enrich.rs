@@ -41,7 +41,7 @@ pub struct EnrichBenchArgs {
 pub async fn run(common: &CommonConfig, args: EnrichBenchArgs) -> anyhow::Result<()> {
     let bin_dir = scratch::bin_dir(args.bin_dir.as_ref())?;
     scratch::require_binaries(&bin_dir, &["npcmem-enrich"])?;
-    let nats = async_nats::connect(common.nats_url.as_str()).await?;
+    let nats = async_nats::connect(common.nats_servers()).await?;
     let js = jetstream::new(nats.clone());
     let id = format!("{}{}", std::process::id(), chrono::Utc::now().timestamp() % 100_000);
     let scratch = Scratch::create(common, &js, &format!("{id}e")).await?;
@@ -300,7 +300,7 @@ async fn echo_baseline(
     rate: u64,
     seconds: u64,
 ) -> anyhow::Result<(Histogram<u64>, f64)> {
-    let responder = async_nats::connect(common.nats_url.as_str()).await?;
+    let responder = async_nats::connect(common.nats_servers()).await?;
     let subject = scratch.topology.subject("bench.echo");
     let mut requests = responder.subscribe(subject.clone()).await?;
     responder.flush().await?;

@@ -38,7 +38,7 @@ pub struct GossipBenchArgs {
 }
 
 pub async fn run(common: &CommonConfig, args: GossipBenchArgs) -> anyhow::Result<()> {
-    let nats = async_nats::connect(common.nats_url.as_str()).await?;
+    let nats = async_nats::connect(common.nats_servers()).await?;
     let js = jetstream::new(nats);
     let id = format!("{}{}", std::process::id(), chrono::Utc::now().timestamp() % 100_000);
     let scratch = Scratch::create(common, &js, &format!("{id}g")).await?;

@@ -71,7 +71,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
 }
 
 async fn connect(common: &CommonConfig) -> anyhow::Result<(jetstream::Context, sqlx::PgPool, Topology)> {
-    let nats = async_nats::connect(common.nats_url.as_str())
+    let nats = async_nats::connect(common.nats_servers())
         .await
         .with_context(|| format!("cannot reach NATS at {}", common.nats_url))?;
     let pool = npcmem_store::connect(&common.database_url, &common.pool_options())

@@ -69,7 +69,7 @@ pub async fn run(common: &CommonConfig, args: PipelineBenchArgs) -> anyhow::Resu
     super::scratch::require_binaries(&bin_dir, &["npcmem-ingest", "npcmem-extract"])?;
     let samples = sample::conversations(args.load.payloads, args.load.pairs, 0x5eed);
     super::describe(&samples, &args.load);
-    let nats = async_nats::connect(common.nats_url.as_str())
+    let nats = async_nats::connect(common.nats_servers())
         .await
         .with_context(|| format!("cannot reach NATS at {}", common.nats_url))?;
     let js = jetstream::new(nats);
@@ -128,9 +128,13 @@ async fn measure(
     };
     let services =
         start_services(js, bin_dir, common, scratch, mock.as_ref().map(|m| m.base_url()), args.in_flight).await?;
+    let before = Footprint::wal_and_commits(&scratch.pool).await?;
     let result = run_load(js, scratch, args, extractor, samples, baseline, &services, delay).await;
     services.stop().await;
     result?;
+    if extractor == ExtractorRun::Rules {
+        print_footprint(js, scratch, before).await?;
+    }
     let by_extractor: Vec<(Option<String>, i64)> =
         sqlx::query_as("SELECT extractor, count(*) FROM conversations WHERE state = 'complete' GROUP BY 1 ORDER BY 1")
             .fetch_all(&scratch.pool)
@@ -203,6 +207,84 @@ async fn run_load(
         let paced = load::paced(js, pool, topology, samples, &load, Milestone::MemoriesStored, half_rate).await?;
         load::print_latency(&format!("  freshness at {half_rate} conversations/s (half the maximum)"), &paced);
     }
+    Ok(())
+}
+
+/// WAL written (cluster-wide) and transactions committed (this database) so far.
+struct Footprint {
+    wal_lsn: String,
+    commits: i64,
+}
+
+impl Footprint {
+    async fn wal_and_commits(pool: &sqlx::PgPool) -> anyhow::Result<Footprint> {
+        let (wal_lsn, commits): (String, i64) = sqlx::query_as(
+            "SELECT pg_current_wal_lsn()::text, xact_commit FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(pool)
+        .await?;
+        Ok(Footprint { wal_lsn, commits })
+    }
+}
+
+/// What the run left behind, per conversation, memory and turn: the figures capacity
+/// planning multiplies (docs/operations.md §Capacity planning).
+async fn print_footprint(js: &jetstream::Context, scratch: &Scratch, before: Footprint) -> anyhow::Result<()> {
+    let pool = &scratch.pool;
+    // The statistics collector flushes its counters at most every 500 ms.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = Footprint::wal_and_commits(pool).await?;
+    let (wal_bytes,): (f64,) = sqlx::query_as("SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8")
+        .bind(&after.wal_lsn)
+        .bind(&before.wal_lsn)
+        .fetch_one(pool)
+        .await?;
+    let (conversations, turns, memories): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM conversations), (SELECT coalesce(sum(message_count), 0)::bigint FROM conversations),
+                (SELECT count(*) FROM memories)",
+    )
+    .fetch_one(pool)
+    .await?;
+    // Table, indexes and TOAST; VACUUM first so dead versions of updated rows do not count.
+    sqlx::query("VACUUM").execute(pool).await?;
+    let size = |table: &'static str| async move {
+        sqlx::query_scalar::<_, i64>("SELECT pg_total_relation_size($1::regclass)").bind(table).fetch_one(pool).await
+    };
+    let (conversation_bytes, memory_bytes) = (size("conversations").await?, size("memories").await?);
+    let (database_bytes,): (i64,) = sqlx::query_as(
+        "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+                         JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = 'public' AND c.relkind = 'r'",
+    )
+    .fetch_one(pool)
+    .await?;
+    let per = |bytes: f64, count: i64| bytes / count.max(1) as f64;
+    println!(
+        "  footprint of {conversations} conversations ({turns} turns, {memories} memories), for capacity planning:"
+    );
+    println!(
+        "    PostgreSQL: {:.0} bytes/conversation in all tables; conversations and their transcripts {:.0} bytes/turn; \
+         memories {:.0} bytes/memory (indexes included)",
+        per(database_bytes as f64, conversations),
+        per(conversation_bytes as f64, turns),
+        per(memory_bytes as f64, memories),
+    );
+    println!(
+        "    writes: {:.1} commits/conversation in this database; {:.0} WAL bytes/conversation (the whole \
+         server's WAL over the run: an upper bound on a shared server)",
+        per((after.commits - before.commits) as f64, conversations),
+        per(wal_bytes, conversations),
+    );
+    let mut streams = Vec::new();
+    for kind in StreamKind::ALL {
+        let name = scratch.topology.stream_name(kind);
+        let Ok(mut stream) = js.get_stream(&name).await else { continue };
+        let state = stream.info().await?.state.clone();
+        if state.bytes > 0 {
+            streams.push(format!("{kind:?} {:.0}", per(state.bytes as f64, conversations)));
+        }
+    }
+    println!("    NATS, retained at the end (bytes/conversation): {}", streams.join(", "));
     Ok(())
 }
 

@@ -28,7 +28,7 @@ pub struct RelateBenchArgs {
 pub async fn run(common: &CommonConfig, args: RelateBenchArgs) -> anyhow::Result<()> {
     let bin_dir = scratch::bin_dir(args.bin_dir.as_ref())?;
     scratch::require_binaries(&bin_dir, &["npcmem-relate"])?;
-    let nats = async_nats::connect(common.nats_url.as_str()).await?;
+    let nats = async_nats::connect(common.nats_servers()).await?;
     let js = jetstream::new(nats);
     let run_id = format!("{}{}", std::process::id(), chrono::Utc::now().timestamp() % 100_000);
     let runs =

@@ -92,7 +92,7 @@ pub async fn run(common: &CommonConfig, args: RecallBenchArgs) -> anyhow::Result
         turns as f64 / benchmark.pairs.len().max(1) as f64,
         benchmark.probes.len()
     );
-    let nats = async_nats::connect(common.nats_url.as_str())
+    let nats = async_nats::connect(common.nats_servers())
         .await
         .with_context(|| format!("cannot reach NATS at {}", common.nats_url))?;
     let js = jetstream::new(nats.clone());
