@@ -52,20 +52,27 @@ pub enum Milestone {
     MemoriesStored,
     /// An `event.memory.stored` applied to its relationship (a ledger row committed).
     RelationshipApplied,
+    /// A `conversation.ended` through ingest and extract, applied by relate.
+    EndToEnd,
 }
 
 impl Milestone {
     /// Where the scenario publishes its payloads.
-    fn subject(self, topology: &Topology) -> String {
+    pub(super) fn subject(self, topology: &Topology) -> String {
         match self {
-            Milestone::JobQueued | Milestone::MemoriesStored => topology.conversation_ended(),
+            Milestone::JobQueued | Milestone::MemoriesStored | Milestone::EndToEnd => topology.conversation_ended(),
             Milestone::RelationshipApplied => topology.event("memory.stored"),
         }
     }
 
-    async fn count(self, js: &jetstream::Context, pool: &sqlx::PgPool, topology: &Topology) -> anyhow::Result<u64> {
+    pub(super) async fn count(
+        self,
+        js: &jetstream::Context,
+        pool: &sqlx::PgPool,
+        topology: &Topology,
+    ) -> anyhow::Result<u64> {
         match self {
-            Milestone::RelationshipApplied => {
+            Milestone::RelationshipApplied | Milestone::EndToEnd => {
                 let applied: i64 =
                     sqlx::query_scalar("SELECT count(*) FROM applied_conversations").fetch_one(pool).await?;
                 Ok(applied as u64)
@@ -101,7 +108,7 @@ impl Milestone {
                  WHERE conversation_id = ANY($1) AND state = 'complete'"
             }
             // applied_at is set in relate's applying transaction.
-            Milestone::RelationshipApplied => {
+            Milestone::RelationshipApplied | Milestone::EndToEnd => {
                 "SELECT conversation_id, applied_at FROM applied_conversations WHERE conversation_id = ANY($1)"
             }
         }
@@ -246,7 +253,7 @@ async fn wait_for(
 
 /// Publish-to-milestone latency of the sampled conversations (ledger timestamp minus the
 /// local publish time; same machine, same clock).
-async fn latencies(
+pub(super) async fn latencies(
     pool: &sqlx::PgPool,
     milestone: Milestone,
     samples: &[(Uuid, DateTime<Utc>)],
@@ -275,7 +282,7 @@ pub fn print_latency(label: &str, histogram: &Histogram<u64>) {
 }
 
 /// Publishes sample payloads under fresh conversation ids with a window of PubAcks.
-struct Publisher<'a> {
+pub(super) struct Publisher<'a> {
     js: &'a jetstream::Context,
     subject: String,
     window: usize,
@@ -284,11 +291,11 @@ struct Publisher<'a> {
 }
 
 impl<'a> Publisher<'a> {
-    fn new(js: &'a jetstream::Context, subject: String, window: usize) -> Self {
+    pub(super) fn new(js: &'a jetstream::Context, subject: String, window: usize) -> Self {
         Self { js, subject, window: window.max(1), outstanding: VecDeque::with_capacity(window), published: 0 }
     }
 
-    async fn publish_fresh(&mut self, samples: &[SampleConversation]) -> anyhow::Result<Uuid> {
+    pub(super) async fn publish_fresh(&mut self, samples: &[SampleConversation]) -> anyhow::Result<Uuid> {
         let template = &samples[self.published as usize % samples.len()];
         let conversation_id = Uuid::new_v4();
         let payload = String::from_utf8_lossy(&template.payload)
@@ -305,7 +312,7 @@ impl<'a> Publisher<'a> {
         Ok(conversation_id)
     }
 
-    async fn finish(mut self) -> anyhow::Result<u64> {
+    pub(super) async fn finish(mut self) -> anyhow::Result<u64> {
         while let Some(ack) = self.outstanding.pop_front() {
             ack.await?;
         }

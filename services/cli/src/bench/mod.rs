@@ -13,6 +13,7 @@ mod recall;
 mod relate;
 mod rss;
 mod scratch;
+mod soak;
 
 pub(crate) use recall::corpus::everyday_chats;
 
@@ -54,6 +55,9 @@ pub enum Scenario {
     /// Precision and recall per PII kind of the redactor on generated chat lines, and its
     /// MB/s on ordinary game text, beside the US-formats redactor before issue 20.
     Pii(pii::PiiBenchArgs),
+    /// A steady rate through a running deployment (e.g. deploy/cluster) for a bounded
+    /// time: every service process's RSS trend after warm-up and end-to-end freshness.
+    Soak(soak::SoakBenchArgs),
 }
 
 pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()> {
@@ -67,6 +71,7 @@ pub async fn run(common: &CommonConfig, scenario: Scenario) -> anyhow::Result<()
         Scenario::Recall(args) => recall::run(common, args).await,
         Scenario::Extract(args) => extract::run(args).await,
         Scenario::Pii(args) => pii::run(args).await,
+        Scenario::Soak(args) => soak::run(common, args).await,
     }
 }
 
