@@ -24,3 +24,4 @@ mod relate;
 mod sdk;
 mod service_http;
 mod store_queries;
+mod traces;

@@ -26,7 +26,7 @@ pub const CONSUMER_CONSOLIDATE: &str = "consolidate";
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
     let config = ConsolidateConfig::parse();
-    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+    npcmem_service::run_main(config.common.telemetry("consolidate"), |shutdown| run(config, shutdown))
 }
 
 pub async fn run(config: ConsolidateConfig, shutdown: Shutdown) -> Result<(), ServiceError> {

@@ -29,7 +29,7 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:9306";
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
     let config = EnrichConfig::parse();
-    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+    npcmem_service::run_main(config.common.telemetry("enrich"), |shutdown| run(config, shutdown))
 }
 
 pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), ServiceError> {
@@ -178,9 +178,18 @@ async fn invalidate(
     invalidations: Arc<loader::Invalidations>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // moka drops an NPC's or a player's entries, and the predicate naming them, only when
+    // its pending tasks run, which reads and writes do; an idle enrich would keep every
+    // predicate it was sent (a soak measured +46 MB/h with no requests).
+    let mut housekeeping = tokio::time::interval(Duration::from_secs(1));
+    housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let message = tokio::select! {
             message = subscription.next() => match message { Some(message) => message, None => break },
+            _ = housekeeping.tick() => {
+                cache.run_pending_tasks().await;
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         let Ok(request) = serde_json::from_slice::<CacheInvalidate>(&message.payload) else { continue };

@@ -1,8 +1,8 @@
 //! The `job.extract` batch handler.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{NaiveDate, Utc};
@@ -19,6 +19,7 @@ use npcmem_core::wire::{
     CacheInvalidate, ConversationEnded, ExtractJob, ExtractorKind, MemoryStored, NpcInfo, PlayerInfo, SCHEMA_VERSION,
     StoredMemory, TranscriptMessage,
 };
+use npcmem_service::telemetry;
 use npcmem_store::budgets::{self, NpcSettlement};
 use npcmem_store::conversations::{self, ClaimedConversation, MAX_EXTRACTION_ATTEMPTS};
 use npcmem_store::memories::{self, AuditEntry, NewMemory};
@@ -46,6 +47,35 @@ pub struct ExtractHandler {
     progress_interval: Duration,
     /// Recall's embedding queue, when an embedder is configured.
     embedding: Option<EmbedQueue>,
+    /// The trace span of each conversation being extracted, so that its
+    /// `event.memory.stored` continues the trace (see [`OpenSpans`]).
+    spans: Arc<Mutex<HashMap<Uuid, tracing::Span>>>,
+}
+
+/// A batch's spans, registered with the handler while the batch is worked on.
+struct OpenSpans {
+    open: Arc<Mutex<HashMap<Uuid, tracing::Span>>>,
+    ids: Vec<Uuid>,
+}
+
+impl OpenSpans {
+    fn register(open: &Arc<Mutex<HashMap<Uuid, tracing::Span>>>, batch: &[Delivery]) -> OpenSpans {
+        let spans = telemetry::batch_spans("extract conversation", batch, |delivery| {
+            decode_message::<ExtractJob>(delivery.payload(), MAX_JOB_BYTES).ok().map(|job| job.conversation_id)
+        });
+        let ids = spans.iter().map(|(id, _)| *id).collect();
+        open.lock().expect("span map").extend(spans);
+        OpenSpans { open: open.clone(), ids }
+    }
+}
+
+impl Drop for OpenSpans {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().expect("span map");
+        for id in &self.ids {
+            open.remove(id);
+        }
+    }
 }
 
 /// What a store wrote, for the metrics once it commits.
@@ -89,7 +119,7 @@ impl ExtractHandler {
     ) -> Self {
         // Three progress acks per ack_wait: one lost ack does not let the job be redelivered.
         let progress_interval = (ack_wait / 3).max(Duration::from_millis(100));
-        Self { pool, nats, topology, metrics, llm, progress_interval, embedding: None }
+        Self { pool, nats, topology, metrics, llm, progress_interval, embedding: None, spans: Arc::default() }
     }
 
     pub fn with_embedding(mut self, embedding: Option<EmbedQueue>) -> Self {
@@ -312,7 +342,9 @@ impl ExtractHandler {
             if let Some(entry) = unremembered_attempt(extraction) {
                 audit.push(entry);
             }
-            events.push(memory_stored_event(&self.topology, extraction));
+            let traceparent =
+                self.spans.lock().expect("span map").get(&claim.conversation_id).and_then(telemetry::traceparent);
+            events.push(memory_stored_event(&self.topology, extraction, traceparent));
         }
         memories::insert_batch(&mut *transaction, &rows).await?;
         let mut evicted = 0;
@@ -385,6 +417,7 @@ impl BatchWork for ExtractHandler {
     }
 
     async fn process(&self, conversation_ids: &[Uuid], batch: &[Delivery]) -> Result<Outcome, Failure> {
+        let _spans = OpenSpans::register(&self.spans, batch);
         // Sorted so concurrent batches claim their rows in one order.
         let mut sorted = conversation_ids.to_vec();
         sorted.sort_unstable();
@@ -506,7 +539,7 @@ fn party_id(claim: &ClaimedConversation, party: Option<Party>) -> Option<Uuid> {
 }
 
 /// `event.memory.stored` (docs/wire-protocol.md), `Nats-Msg-Id` = event_id.
-fn memory_stored_event(topology: &Topology, extraction: &Extraction) -> OutboxMessage {
+fn memory_stored_event(topology: &Topology, extraction: &Extraction, traceparent: Option<String>) -> OutboxMessage {
     let claim = &extraction.claim;
     let event = MemoryStored {
         schema_version: SCHEMA_VERSION,
@@ -543,6 +576,6 @@ fn memory_stored_event(topology: &Topology, extraction: &Extraction) -> OutboxMe
         subject: topology.event("memory.stored"),
         msg_id: Some(event.event_id.to_string()),
         payload: serde_json::to_vec(&event).expect("events always serialise"),
-        headers: Default::default(),
+        headers: traceparent.map(|traceparent| (telemetry::TRACEPARENT.to_owned(), traceparent)).into_iter().collect(),
     }
 }

@@ -31,7 +31,7 @@ pub const CONSUMER_EXTRACT: &str = "extract";
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
     let config = ExtractConfig::parse();
-    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+    npcmem_service::run_main(config.common.telemetry("extract"), |shutdown| run(config, shutdown))
 }
 
 /// Runs extract until `shutdown` is triggered: stops pulling, finishes the batches in

@@ -42,7 +42,7 @@ pub struct GossipConfig {
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
     let config = GossipConfig::parse();
-    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+    npcmem_service::run_main(config.common.telemetry("gossip"), |shutdown| run(config, shutdown))
 }
 
 pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), ServiceError> {

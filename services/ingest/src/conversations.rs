@@ -7,6 +7,7 @@ use npcmem_core::redact::{PiiRedactor, RedactionReport};
 use npcmem_core::summary::summarize_conversation;
 use npcmem_core::validate::{ConversationLimits, ValidationError, decode_conversation_ended};
 use npcmem_core::wire::{ConversationEnded, ExtractJob, SCHEMA_VERSION};
+use npcmem_service::telemetry;
 use npcmem_store::conversations::{self, ConversationState, NewConversation};
 use npcmem_store::factions::{self, FactionMembership, Side};
 use npcmem_store::outbox::{self, OutboxMessage};
@@ -18,8 +19,6 @@ use uuid::Uuid;
 
 use crate::config::IngestConfig;
 use crate::metrics::IngestMetrics;
-
-const TRACEPARENT: &str = "traceparent";
 
 pub struct ConversationHandler {
     pool: PgPool,
@@ -33,8 +32,11 @@ pub struct ConversationHandler {
 pub struct Accepted {
     conversation: ConversationEnded,
     redactions: RedactionReport,
-    /// W3C trace context of the inbound message, passed on to the job.
+    /// W3C trace context of the inbound message, passed on to the job when traces are
+    /// off (when they are on, the job continues `span`).
     traceparent: Option<String>,
+    /// This conversation's work in ingest, in the trace its message started.
+    span: tracing::Span,
 }
 
 /// How many of a batch's conversations ended up where, for metrics.
@@ -98,7 +100,8 @@ impl ConversationHandler {
                 summary: summarize_conversation(conversation, self.summary_max_chars),
                 ended_at: conversation.ended_at.min(now),
             });
-            jobs.push(extract_job(&self.topology, conversation.conversation_id, accepted.traceparent.as_deref()));
+            let traceparent = telemetry::traceparent(&accepted.span).or_else(|| accepted.traceparent.clone());
+            jobs.push(extract_job(&self.topology, conversation.conversation_id, traceparent.as_deref()));
             player_memberships.push(FactionMembership {
                 id: conversation.player_id,
                 factions: conversation.player.factions.clone(),
@@ -152,9 +155,15 @@ impl BatchWork for ConversationHandler {
     fn decode(&self, delivery: &Delivery) -> Result<Accepted, ValidationError> {
         let mut conversation = decode_conversation_ended(delivery.payload(), &self.limits)?;
         let redactions = PiiRedactor::shared().redact_conversation(&mut conversation);
-        let traceparent =
-            delivery.headers().and_then(|headers| headers.get(TRACEPARENT)).map(|value| value.as_str().to_string());
-        Ok(Accepted { conversation, redactions, traceparent })
+        let traceparent = delivery
+            .headers()
+            .and_then(|headers| headers.get(telemetry::TRACEPARENT))
+            .map(|value| value.as_str().to_string());
+        let span = telemetry::message_span(
+            tracing::info_span!("ingest conversation", conversation_id = %conversation.conversation_id),
+            delivery.headers(),
+        );
+        Ok(Accepted { conversation, redactions, traceparent, span })
     }
 
     fn key(&self, accepted: &Accepted) -> Option<Uuid> {
@@ -210,7 +219,7 @@ fn extract_job(topology: &Topology, conversation_id: Uuid, traceparent: Option<&
     let job = ExtractJob { schema_version: SCHEMA_VERSION, conversation_id };
     let mut headers = std::collections::BTreeMap::new();
     if let Some(traceparent) = traceparent {
-        headers.insert(TRACEPARENT.to_string(), traceparent.to_string());
+        headers.insert(telemetry::TRACEPARENT.to_string(), traceparent.to_string());
     }
     OutboxMessage {
         subject: topology.job_extract(),

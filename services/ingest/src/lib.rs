@@ -27,7 +27,7 @@ pub const CONSUMER_PRIVACY: &str = "ingest-privacy";
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
     let config = IngestConfig::parse();
-    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+    npcmem_service::run_main(config.common.telemetry("ingest"), |shutdown| run(config, shutdown))
 }
 
 /// Runs ingest until `shutdown` is triggered: stops pulling, finishes the batch in

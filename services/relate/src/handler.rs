@@ -418,7 +418,11 @@ impl BatchWork for RelateHandler {
         Some(event.conversation_id)
     }
 
-    async fn process(&self, events: &[MemoryStored], _batch: &[Delivery]) -> Result<Outcome, Failure> {
+    async fn process(&self, events: &[MemoryStored], batch: &[Delivery]) -> Result<Outcome, Failure> {
+        // Each event's span continues its conversation's trace and ends once applied.
+        let _spans = npcmem_service::telemetry::batch_spans("relate conversation", batch, |delivery| {
+            decode_message::<MemoryStored>(delivery.payload(), MAX_EVENT_BYTES).ok().map(|event| event.conversation_id)
+        });
         let pairs = self.apply_with_retries(events).await?;
         self.invalidate_caches(&pairs).await;
         Ok(Outcome::done())

@@ -26,7 +26,7 @@ pub const CONSUMER_RELATE: &str = "relate";
 pub fn main() -> std::process::ExitCode {
     use clap::Parser;
     let config = RelateConfig::parse();
-    npcmem_service::run_main(config.common.log_format, |shutdown| run(config, shutdown))
+    npcmem_service::run_main(config.common.telemetry("relate"), |shutdown| run(config, shutdown))
 }
 
 /// Runs relate until `shutdown`: a bad rules or factions file stops it before it

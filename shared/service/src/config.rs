@@ -69,6 +69,10 @@ pub struct CommonConfig {
     pub outbox_batch_size: i64,
     #[arg(long, env = "NPCMEM_OUTBOX_POLL_MS", default_value_t = 500)]
     pub outbox_poll_ms: u64,
+    /// An OTLP/HTTP collector (`http://collector:4318`): spans go to its `/v1/traces` as
+    /// JSON. Unset: no traces.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Error budgets (automatic degraded mode) are judged over windows this long.
     #[arg(long, env = "NPCMEM_BUDGET_WINDOW_MS", default_value_t = 10_000)]
     pub budget_window_ms: u64,
@@ -142,6 +146,15 @@ impl CommonConfig {
             ack_wait: Duration::from_secs(self.ack_wait_secs),
             max_deliver: self.max_deliver,
             max_ack_pending: self.max_ack_pending,
+        }
+    }
+
+    /// How the `service` process logs and traces.
+    pub fn telemetry(&self, service: &str) -> crate::telemetry::Telemetry {
+        crate::telemetry::Telemetry {
+            service: format!("npcmem-{service}"),
+            log_format: self.log_format,
+            otlp_endpoint: self.otlp_endpoint.clone().filter(|endpoint| !endpoint.trim().is_empty()),
         }
     }
 

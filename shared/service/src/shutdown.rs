@@ -57,12 +57,13 @@ pub async fn wait_for_signal() {
 /// The body of every service's `main`: sets up tracing, builds the runtime, triggers
 /// `shutdown` on SIGTERM/SIGINT, runs the service, and turns its result into an exit
 /// code (0 after a graceful shutdown, 1 with the error logged otherwise).
-pub fn run_main<F, Fut>(log_format: crate::LogFormat, service: F) -> std::process::ExitCode
+pub fn run_main<F, Fut>(telemetry: crate::telemetry::Telemetry, service: F) -> std::process::ExitCode
 where
     F: FnOnce(Shutdown) -> Fut,
     Fut: std::future::Future<Output = Result<(), crate::ServiceError>>,
 {
-    crate::telemetry::init(log_format);
+    // Dropped last, after the runtime: flushes the spans still buffered.
+    let _telemetry = crate::telemetry::init(&telemetry);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
