@@ -140,26 +140,6 @@ cluster_wait_jetstream() {
 	done
 }
 
-# cluster_streams_fit KIND...: the cluster can place the given streams at three
-# replicas each, found by creating (then deleting) one R3 probe stream that
-# reserves as much on every node as they would. Prints JetStream's refusal when not.
-cluster_streams_fit() {
-	local url need=0 kind probe reply
-	url=$(cluster_node_url 1)
-	for kind in "$@"; do need=$((need + $(npcmem_stream_bytes "$kind"))); done
-	((need > 0)) || return 0
-	probe="NPCMEM_PREFLIGHT_$RANDOM$RANDOM"
-	reply=$(npcmem_nats_request "$url" "\$JS.API.STREAM.CREATE.$probe" \
-		"{\"name\":\"$probe\",\"subjects\":[\"_npcmem.preflight.$probe\"],\"storage\":\"file\",\"max_bytes\":$need,\"num_replicas\":3}") ||
-		return 0 # no answer: the services will say what is wrong
-	if [[ $reply == *'"error"'* ]]; then
-		printf '%s\n' "$reply" | sed -n 's/.*"description":"\([^"]*\)".*/\1/p'
-		return 1
-	fi
-	npcmem_nats_request "$url" "\$JS.API.STREAM.DELETE.$probe" '' >/dev/null || true
-	return 0
-}
-
 # cluster_stream_placement NAME: "leader n2, replicas n1 (current), n3 (current)"
 # from $JS.API.STREAM.INFO, or why not.
 cluster_stream_placement() {

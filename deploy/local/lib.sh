@@ -341,8 +341,9 @@ npcmem_streams_missing() {
 }
 
 # npcmem_streams_fit URL KIND...: whether JetStream at URL has room for the streams of
-# the given kinds, found by creating (then deleting) one probe stream that reserves as
-# much as they would. Prints JetStream's refusal when it has not.
+# the given kinds at NPCMEM_STREAM_REPLICAS replicas (1 by default), found by creating
+# (then deleting) one probe stream that reserves as much on every server as they would.
+# Prints JetStream's refusal when it has not.
 npcmem_streams_fit() {
 	local url=$1 need=0 kind probe reply
 	shift
@@ -350,7 +351,7 @@ npcmem_streams_fit() {
 	((need > 0)) || return 0
 	probe="NPCMEM_PREFLIGHT_$RANDOM$RANDOM"
 	reply=$(npcmem_nats_request "$url" "\$JS.API.STREAM.CREATE.$probe" \
-		"{\"name\":\"$probe\",\"subjects\":[\"_npcmem.preflight.$probe\"],\"storage\":\"file\",\"max_bytes\":$need,\"num_replicas\":1}") ||
+		"{\"name\":\"$probe\",\"subjects\":[\"_npcmem.preflight.$probe\"],\"storage\":\"file\",\"max_bytes\":$need,\"num_replicas\":${NPCMEM_STREAM_REPLICAS:-1}}") ||
 		return 0 # no answer: the services will say what is wrong
 	if [[ $reply == *'"error"'* ]]; then
 		printf '%s\n' "$reply" | sed -n 's/.*"description":"\([^"]*\)".*/\1/p'

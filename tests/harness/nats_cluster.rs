@@ -3,22 +3,13 @@
 //! leader without touching the shared server. Each node keeps its ports across a restart,
 //! so the others' routes and the clients' discovered URLs find it again.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
-/// `deploy/local/test` exports the binary it found; Debian installs it in /usr/sbin.
-fn nats_server_binary() -> String {
-    if let Ok(binary) = std::env::var("NPCMEM_TEST_NATS_SERVER_BIN") {
-        return binary;
-    }
-    if Path::new("/usr/sbin/nats-server").exists() {
-        return "/usr/sbin/nats-server".into();
-    }
-    "nats-server".into()
-}
+use crate::nats_server::nats_server_binary;
 
 struct Node {
     name: String,

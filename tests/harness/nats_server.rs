@@ -17,7 +17,7 @@ pub struct PrivateNats {
 }
 
 /// `deploy/local/test` exports the binary it found; Debian installs it in /usr/sbin.
-fn nats_server_binary() -> String {
+pub(crate) fn nats_server_binary() -> String {
     if let Ok(binary) = std::env::var("NPCMEM_TEST_NATS_SERVER_BIN") {
         return binary;
     }
