@@ -16,7 +16,7 @@ async fn runtime_switches_load_seeded_defaults_and_update() {
     let env = TestEnv::new().await;
     let mut connection = env.pool.acquire().await.unwrap();
     let switches = npcmem_store::switches::load_all(&mut connection).await.unwrap();
-    assert_eq!(switches.get("degraded"), Some(&json!(false)));
+    assert_eq!(switches.get("degraded"), Some(&json!("auto")), "degraded mode follows the error budgets");
     assert_eq!(switches.get("gossip_enabled"), Some(&json!(true)));
     npcmem_store::switches::set(&mut connection, "degraded", &json!(true), "test").await.unwrap();
     let switches = npcmem_store::switches::load_all(&mut connection).await.unwrap();
