@@ -12,6 +12,8 @@ use npcmem_bus::{ConsumerLoop, StreamKind};
 use npcmem_service::{CommonConfig, ServiceContext, ServiceError, Shutdown};
 use npcmem_store::{PgConnection, maintenance};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use sqlx::Connection;
@@ -59,6 +61,12 @@ pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), Service
         "Duration of a gossip tick, its commit included",
         tick_seconds.clone(),
     );
+    let world_entries = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register(
+        "npcmem_gossip_world_entries",
+        "Entries of the leader's in-memory world after its last tick, by set (holders, known, claims, refused)",
+        world_entries.clone(),
+    );
     let topology = context.topology.clone();
     let learn = ConsumerLoop {
         js: context.js.clone(),
@@ -99,8 +107,7 @@ pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), Service
         ticker,
         config.common.database_url.clone(),
         Duration::from_millis(config.gossip_tick_ms),
-        exchanges,
-        tick_seconds,
+        Metrics { exchanges, tick_seconds, world_entries },
         shutdown.subscribe(),
     ));
     let learning = tokio::spawn(learn.run(learn_consumer, shutdown.subscribe()));
@@ -111,13 +118,19 @@ pub async fn run(config: GossipConfig, shutdown: Shutdown) -> Result<(), Service
     Ok(())
 }
 
+/// What the leader's ticks report on `/metrics`.
+struct Metrics {
+    exchanges: Counter<u64>,
+    tick_seconds: Histogram,
+    world_entries: Family<Vec<(String, String)>, Gauge>,
+}
+
 /// Ticks while this replica holds the leader lock; otherwise tries to take it every tick.
 async fn lead(
     mut ticker: tick::Ticker,
     database_url: String,
     every: Duration,
-    exchanges: Counter<u64>,
-    tick_seconds: Histogram,
+    metrics: Metrics,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut leader: Option<PgConnection> = None;
@@ -166,9 +179,21 @@ async fn lead(
         }
         match ticker.tick().await {
             Ok(report) => {
-                exchanges.inc_by(report.exchanges as u64);
+                metrics.exchanges.inc_by(report.exchanges as u64);
                 if !report.skipped {
-                    tick_seconds.observe(report.duration.as_secs_f64());
+                    metrics.tick_seconds.observe(report.duration.as_secs_f64());
+                    let world = report.world;
+                    for (set, entries) in [
+                        ("holders", world.holders),
+                        ("known", world.known),
+                        ("claims", world.claims),
+                        ("refused", world.refused),
+                    ] {
+                        metrics
+                            .world_entries
+                            .get_or_create(&vec![("set".to_owned(), set.to_owned())])
+                            .set(entries as i64);
+                    }
                 }
             }
             Err(error) => warn!(%error, "gossip tick failed; the next one tries again"),

@@ -40,6 +40,21 @@ pub struct TickReport {
     /// not loaded, so the batch was checked in Postgres and written again.
     pub rechecked: bool,
     pub skipped: bool,
+    /// The leader's in-memory world after the tick (`npcmem_gossip_world_entries`).
+    pub world: WorldSizes,
+}
+
+/// Entries of the leader's in-memory world, for watching its memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorldSizes {
+    /// NPCs holding a fact they may tell.
+    pub holders: usize,
+    /// (holder, origin fact) pairs known, told or superseded.
+    pub known: usize,
+    /// (holder, claim key) pairs of the facts held.
+    pub claims: usize,
+    /// (listener, origin fact) copies a full listener refused lately.
+    pub refused: usize,
 }
 
 /// The leader's view of the world.
@@ -512,6 +527,12 @@ impl Ticker {
             reloaded: reload,
             rechecked,
             skipped: false,
+            world: WorldSizes {
+                holders: self.world.facts.len(),
+                known: self.world.known.len(),
+                claims: self.world.claims.len(),
+                refused: self.world.refused.len(),
+            },
         })
     }
 

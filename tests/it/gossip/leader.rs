@@ -222,6 +222,8 @@ async fn degraded_mode_and_the_gossip_switch_stop_ticks_and_a_switch_set_reaches
     }
     ticks(&mut ticker, 1).await;
     assert_eq!(confidence_of(&env, listener, news).await, Some(0.9), "gossip resumed");
+    let world = ticker.tick().await.unwrap().world;
+    assert!(world.holders >= 1 && world.known >= 2, "the teller and the listener know the news: {world:?}");
 
     npcmem(&env, &["switch", "set", "gossip_enabled", "false"]).await.assert_ok();
     let set_at = std::time::Instant::now();
