@@ -59,10 +59,9 @@ struct OpenSpans {
 }
 
 impl OpenSpans {
-    fn register(open: &Arc<Mutex<HashMap<Uuid, tracing::Span>>>, batch: &[Delivery]) -> OpenSpans {
-        let spans = telemetry::batch_spans("extract conversation", batch, |delivery| {
-            decode_message::<ExtractJob>(delivery.payload(), MAX_JOB_BYTES).ok().map(|job| job.conversation_id)
-        });
+    fn register(open: &Arc<Mutex<HashMap<Uuid, tracing::Span>>>, batch: &[Delivery], ids: &[Uuid]) -> OpenSpans {
+        // A job's Nats-Msg-Id is its conversation_id.
+        let spans = telemetry::batch_spans("extract conversation", batch, ids.iter().map(|id| (*id, *id)));
         let ids = spans.iter().map(|(id, _)| *id).collect();
         open.lock().expect("span map").extend(spans);
         OpenSpans { open: open.clone(), ids }
@@ -417,7 +416,7 @@ impl BatchWork for ExtractHandler {
     }
 
     async fn process(&self, conversation_ids: &[Uuid], batch: &[Delivery]) -> Result<Outcome, Failure> {
-        let _spans = OpenSpans::register(&self.spans, batch);
+        let _spans = OpenSpans::register(&self.spans, batch, conversation_ids);
         // Sorted so concurrent batches claim their rows in one order.
         let mut sorted = conversation_ids.to_vec();
         sorted.sort_unstable();

@@ -420,9 +420,12 @@ impl BatchWork for RelateHandler {
 
     async fn process(&self, events: &[MemoryStored], batch: &[Delivery]) -> Result<Outcome, Failure> {
         // Each event's span continues its conversation's trace and ends once applied.
-        let _spans = npcmem_service::telemetry::batch_spans("relate conversation", batch, |delivery| {
-            decode_message::<MemoryStored>(delivery.payload(), MAX_EVENT_BYTES).ok().map(|event| event.conversation_id)
-        });
+        // An event's Nats-Msg-Id is its event_id.
+        let _spans = npcmem_service::telemetry::batch_spans(
+            "relate conversation",
+            batch,
+            events.iter().map(|event| (event.event_id, event.conversation_id)),
+        );
         let pairs = self.apply_with_retries(events).await?;
         self.invalidate_caches(&pairs).await;
         Ok(Outcome::done())

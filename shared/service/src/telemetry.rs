@@ -79,7 +79,7 @@ pub fn init(telemetry: &Telemetry) -> TelemetryGuard {
 }
 
 fn exporter(endpoint: &str) -> Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError> {
-    use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+    use opentelemetry_otlp::WithExportConfig as _;
     // reqwest is built without a default TLS crypto provider (an https collector needs one).
     npcmem_llm::install_crypto_provider();
     let traces = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
@@ -87,7 +87,6 @@ fn exporter(endpoint: &str) -> Result<opentelemetry_otlp::SpanExporter, opentele
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpJson)
         .with_endpoint(traces)
-        .with_headers(HashMap::new())
         .build()
 }
 
@@ -116,20 +115,27 @@ pub fn traceparent(span: &tracing::Span) -> Option<String> {
     carrier.remove(TRACEPARENT)
 }
 
-/// One span per message of a batch, named `name` and tagged with the conversation
-/// `conversation_of` reads from the message (messages it cannot read get none): each
-/// continues its message's trace and ends when dropped.
+/// One span per item of a batch, named `name`: `items` gives each item's message id
+/// (its `Nats-Msg-Id`) and conversation. Each span continues the trace its message's
+/// `traceparent` names, and ends when dropped. Matched by message id, so no message is
+/// decoded a second time.
 pub fn batch_spans(
     name: &'static str,
     batch: &[npcmem_bus::Delivery],
-    conversation_of: impl Fn(&npcmem_bus::Delivery) -> Option<uuid::Uuid>,
+    items: impl IntoIterator<Item = (uuid::Uuid, uuid::Uuid)>,
 ) -> Vec<(uuid::Uuid, tracing::Span)> {
-    batch
+    let headers: HashMap<&str, &async_nats::HeaderMap> = batch
         .iter()
         .filter_map(|delivery| {
-            let conversation_id = conversation_of(delivery)?;
+            let headers = delivery.headers()?;
+            Some((headers.get(async_nats::header::NATS_MESSAGE_ID)?.as_str(), headers))
+        })
+        .collect();
+    items
+        .into_iter()
+        .map(|(message_id, conversation_id)| {
             let span = tracing::info_span!("message", otel.name = name, conversation_id = %conversation_id);
-            Some((conversation_id, message_span(span, delivery.headers())))
+            (conversation_id, message_span(span, headers.get(message_id.to_string().as_str()).copied()))
         })
         .collect()
 }
