@@ -38,8 +38,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-const NODES: usize = 3;
-const EXTRACT_REPLICAS: usize = 3;
+pub(crate) const NODES: usize = 3;
+pub(crate) const EXTRACT_REPLICAS: usize = 3;
 /// Jobs per pull of each extract replica (two pulls in flight: `--consumer-concurrency 2`).
 const EXTRACT_BATCH_SIZE: usize = 4;
 const PUBLISHERS: usize = 4;
@@ -60,7 +60,7 @@ const LINES: &[&str] = &[
 
 /// One process of the pipeline: its name, its HTTP port (`/readyz`, `/metrics`), and the
 /// process itself.
-struct Service {
+pub(crate) struct Service {
     name: String,
     http_port: u16,
     process: ServiceProcess,
@@ -68,7 +68,7 @@ struct Service {
 
 /// Starts the pipeline, each process given one node (it learns the other nodes from that
 /// one). Extract replica `i` talks to node `i`, so every node serves clients.
-fn start_pipeline(env: &TestEnv, cluster: &NatsCluster) -> Vec<Service> {
+pub(crate) fn start_pipeline(env: &TestEnv, cluster: &NatsCluster) -> Vec<Service> {
     let mut pipeline = vec![("ingest".to_string(), env!("CARGO_BIN_EXE_it-npcmem-ingest"), 0)];
     for replica in 0..EXTRACT_REPLICAS {
         pipeline.push((format!("extract-{}", replica + 1), env!("CARGO_BIN_EXE_it-npcmem-extract"), replica % NODES));
@@ -131,7 +131,7 @@ async fn create_extract_durable(env: &TestEnv) {
 }
 
 /// Pull requests waiting on the extract durable (its leader's count).
-async fn extract_pulls_waiting(env: &TestEnv) -> usize {
+pub(crate) async fn extract_pulls_waiting(env: &TestEnv) -> usize {
     let Ok(stream) = env.js.get_stream(env.topology.stream_name(StreamKind::Jobs)).await else { return 0 };
     let durable = env.topology.consumer(npcmem_extract::CONSUMER_EXTRACT, StreamKind::Jobs, String::new()).durable;
     stream.consumer_info(&durable).await.map_or(0, |info| info.num_waiting)
@@ -146,7 +146,7 @@ fn extract_flags() -> Vec<String> {
 
 /// SIGTERM to every process that still runs; how each ended (`Err` when it had stopped
 /// on its own).
-async fn stop_pipeline(
+pub(crate) async fn stop_pipeline(
     services: Vec<Service>,
 ) -> Vec<(String, Result<std::process::ExitStatus, std::process::ExitStatus>)> {
     let mut exits = Vec::new();

@@ -5,3 +5,4 @@
 //! PostgreSQL (NPCMEM_TEST_DATABASE_URL).
 
 mod failover;
+mod pulls;

@@ -317,7 +317,7 @@ export interface CacheInvalidate {
 /**
  * `control.changed` (docs/schemas/control.changed.schema.json).
  *
- * P.control.changed, core NATS (no stream, best effort). Internal: `npcmem switch set` announces that a runtime switch (degraded, gossip_enabled, consolidation_enabled) changed, after its commit; the gossip leader (at its next tick) and every enrich replica re-read the runtime_switches table (without the message, within 5 s; consolidate reads the table at every scheduler poll). Carries no schema_version. Rust type: npcmem_core::wire::ControlChanged.
+ * P.control.changed, core NATS (no stream, best effort). Internal: `npcmem switch set`, and the error-budget monitor of an enrich or extract replica when the automatic degraded mode enters or leaves, announce that a runtime switch (degraded, gossip_enabled, consolidation_enabled) changed, after its commit; the gossip leader (at its next tick) and every enrich replica re-read the runtime_switches table (without the message, within 5 s; consolidate reads the table at every scheduler poll). Carries no schema_version. Rust type: npcmem_core::wire::ControlChanged.
  */
 export interface ControlChanged {
   /** Switch name, e.g. degraded or gossip. */

@@ -9,7 +9,7 @@ use std::task::Poll;
 
 use chrono::{DateTime, Utc};
 use npcmem_bus::{BatchHandler, BatchWork, Delivery, Disposition, Failure, Topology, run_batch};
-use npcmem_core::gossip::contradiction::{Outcome, Revision, revise_batch};
+use npcmem_core::gossip::contradiction::{Outcome, Revision, claim_keys, opposing_keys, revise_batch};
 use npcmem_core::gossip::{Drives, HeldFact};
 use npcmem_core::memory::SafetyFlag;
 use npcmem_core::perspective::Perspective;
@@ -149,7 +149,17 @@ pub async fn prepare_facts(
     let held = if to_check.is_empty() {
         Vec::new()
     } else {
-        knowledge::contradiction_candidates(connection, &to_check, Utc::now()).await?
+        // Only held facts sharing a claim key with a new fact's opposite can be
+        // contradicted by it (the leader's pre-check): the rest are never kept, nor
+        // compared fact by fact.
+        let opposing: HashSet<(Uuid, u64)> = to_check
+            .iter()
+            .flat_map(|fact| opposing_keys(fact).into_iter().map(move |key| (fact.holder, key)))
+            .collect();
+        knowledge::contradiction_candidates(connection, &to_check, Utc::now(), |held| {
+            claim_keys(held).into_iter().any(|key| opposing.contains(&(held.holder, key)))
+        })
+        .await?
     };
     // The facts move out, are revised and move back, uncloned.
     let (mut revised, how): (Vec<HeldFact>, Vec<_>) =

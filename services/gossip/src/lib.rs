@@ -26,6 +26,8 @@ pub const CONSUMER_WORLD: &str = "gossip-world";
 const LEADER_JOB: &str = "gossip-tick";
 /// How often the leader checks that its lock connection is still alive.
 const LEADER_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often the leader hands the heap its ticks freed back to the system.
+const TRIM_EVERY: Duration = Duration::from_secs(10);
 
 /// npcmem-gossip: knowledge and its spread between NPCs.
 #[derive(Debug, Clone, clap::Parser)]
@@ -135,6 +137,7 @@ async fn lead(
 ) {
     let mut leader: Option<PgConnection> = None;
     let mut last_check = tokio::time::Instant::now();
+    let mut last_trim = tokio::time::Instant::now();
     // The first tick comes one interval after start, when the consumers have caught up.
     let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -198,8 +201,24 @@ async fn lead(
             }
             Err(error) => warn!(%error, "gossip tick failed; the next one tries again"),
         }
+        if last_trim.elapsed() >= TRIM_EVERY {
+            last_trim = tokio::time::Instant::now();
+            release_freed_memory();
+        }
     }
     if let Some(connection) = leader {
         let _ = connection.close().await;
+    }
+}
+
+/// Returns the free pages of every malloc arena to the system. At its caps the leader
+/// replaces facts all the time, and glibc kept what they freed in the arena of whichever
+/// worker thread ran the tick: in a steady soak the process's RSS stepped up a tenth at a
+/// time while the facts it held stayed the same.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

@@ -6,7 +6,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
+use async_nats::jetstream::consumer::{PullConsumer, pull::MessagesErrorKind};
+use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use npcmem_core::validate::ReasonCode;
@@ -72,7 +73,7 @@ pub trait BatchHandler: Send + Sync + 'static {
 pub struct ConsumerSettings {
     pub batch_size: usize,
     pub retry: RetryPolicy,
-    /// Idle heartbeat of the pull request; a missed one is logged and the loop goes on.
+    /// Idle heartbeat of the pull request; after two missed, the loop pulls again.
     pub heartbeat: Duration,
     /// Longest pause after a failed batch: short, so that work resumes within seconds of
     /// a dependency coming back (each retry costs one batch, not the backlog).
@@ -161,9 +162,15 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                             continue 'reconnect;
                         };
                         reopen_attempts = 0;
-                        let batch = self.collect_batch(results);
+                        let (batch, heartbeat_missed) = self.collect_batch(results);
                         if !batch.is_empty() {
                             in_flight.push(self.process_batch(batch));
+                        }
+                        if heartbeat_missed {
+                            // The server no longer holds this pull (nats-server 2.9 drops
+                            // waiting pulls when a durable's leader changes): pull anew
+                            // rather than sit idle until the lost pull would have expired.
+                            continue 'reconnect;
                         }
                     }
                 }
@@ -177,8 +184,9 @@ impl<H: BatchHandler> ConsumerLoop<H> {
     fn collect_batch(
         &self,
         results: Vec<Result<jetstream::Message, jetstream::consumer::pull::MessagesError>>,
-    ) -> Vec<Delivery> {
+    ) -> (Vec<Delivery>, bool) {
         let mut batch = Vec::with_capacity(results.len());
+        let mut heartbeat_missed = false;
         for result in results {
             match result {
                 Ok(message) => match message.info() {
@@ -190,11 +198,14 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                     }
                     Err(error) => warn!(%error, "message without jetstream metadata ignored"),
                 },
-                // STACK.md: a missed heartbeat after a server restart is not fatal.
+                Err(error) if error.kind() == MessagesErrorKind::MissingHeartbeat => {
+                    warn!(consumer = %self.spec.name, "missed idle heartbeat; pulling again");
+                    heartbeat_missed = true;
+                }
                 Err(error) => warn!(consumer = %self.spec.name, %error, "message stream error"),
             }
         }
-        batch
+        (batch, heartbeat_missed)
     }
 
     async fn open_stream(

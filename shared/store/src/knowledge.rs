@@ -373,12 +373,16 @@ struct ChangedRow {
 }
 
 /// What the holders of `facts` hold that a new fact could contradict: facts of the same
-/// category and subject, neither superseded nor expired.
+/// category and subject, neither superseded nor expired, and of those only the ones
+/// `keep` accepts. Rows are read one at a time, so a holder with hundreds of facts on one
+/// subject (a player it has met every day) costs no memory beyond the facts kept.
 pub async fn contradiction_candidates(
     connection: &mut PgConnection,
     facts: &[HeldFact],
     now: DateTime<Utc>,
+    mut keep: impl FnMut(&HeldFact) -> bool,
 ) -> StoreResult<Vec<HeldFact>> {
+    use futures::TryStreamExt as _;
     if facts.is_empty() {
         return Ok(Vec::new());
     }
@@ -392,14 +396,21 @@ pub async fn contradiction_candidates(
                          AND k.subject_id IS NOT DISTINCT FROM n.subject_id)
            AND k.npc_id = ANY($1) AND k.superseded_by IS NULL AND (k.expires_at IS NULL OR k.expires_at > $4)"
     );
-    let rows: Vec<StoredFact> = sqlx::query_as(sqlx::AssertSqlSafe(statement))
+    let mut rows = sqlx::query_as::<_, StoredFact>(sqlx::AssertSqlSafe(statement))
         .bind(&holders)
         .bind(&categories)
         .bind(&subjects)
         .bind(now)
-        .fetch_all(connection)
-        .await?;
-    Ok(rows.into_iter().filter_map(StoredFact::into_held).collect())
+        .fetch(connection);
+    let mut kept = Vec::new();
+    while let Some(row) = rows.try_next().await? {
+        if let Some(fact) = row.into_held()
+            && keep(&fact)
+        {
+            kept.push(fact);
+        }
+    }
+    Ok(kept)
 }
 
 /// Applies contradiction revisions (in order: a fact doubted twice ends at the later

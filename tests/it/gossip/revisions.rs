@@ -47,6 +47,20 @@ async fn contradicting_facts_supersede_or_doubt_keep_both_and_superseded_ones_st
     assert_eq!(held(&env, cole, honest).await.map(|h| h.1), Some(0.8));
     assert!(held(&env, cole, liar).await.is_none(), "a superseded fact does not spread");
 
+    // Anna also knows much else of Aria on the same category: the check reads it all and
+    // keeps only what the next observation could contradict.
+    let mut unrelated = Vec::new();
+    for day in 0..20 {
+        unrelated.push(observe(&env, anna, aria, &format!("Aria bought bread on day {day}"), &["market"]).await);
+    }
+    wait_until(WAIT, "Anna learns the unrelated facts", || async {
+        let mut all = true;
+        for origin in &unrelated {
+            all &= held(&env, anna, *origin).await.is_some();
+        }
+        all
+    })
+    .await;
     // Anna then sees Aria steal (learned by the world consumer, not the leader): her doubted
     // honest belief is superseded, and the leader stops spreading it after its next refresh.
     let theft = observe(&env, anna, aria, "Aria stole a purse at the market", &["theft"]).await;
@@ -54,8 +68,18 @@ async fn contradicting_facts_supersede_or_doubt_keep_both_and_superseded_ones_st
         held(&env, anna, honest).await.is_some_and(|h| h.2.is_some())
     })
     .await;
+    for origin in &unrelated {
+        let (_, confidence, superseded_by, _) = held(&env, anna, *origin).await.unwrap();
+        assert_eq!((confidence, superseded_by), (1.0, None), "a fact the theft does not contradict stays as it was");
+    }
     move_and_wait(&env, &[(anna, "well")]).await;
-    ticks(&mut ticker, 4).await;
+    // Anna has the bread to tell as well: tick until Dora has heard the theft.
+    for _ in 0..40 {
+        if held(&env, dora, theft).await.is_some() {
+            break;
+        }
+        ticks(&mut ticker, 1).await;
+    }
     assert_eq!(held(&env, dora, theft).await.map(|h| h.1), Some(0.9));
     assert!(held(&env, dora, honest).await.is_none(), "the superseded belief stays with Anna");
 
