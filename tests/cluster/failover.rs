@@ -111,8 +111,8 @@ async fn prepare_streams(env: &TestEnv) {
 
 /// Creates the durable the extract replicas share, as they create it, and waits for its
 /// leader. Replicas that start together with the durable's creation on a fresh cluster
-/// can have their first pull lost (nats-server 2.9.10: the durable showed one waiting pull
-/// of three until the others' pulls expired 30 s later), and would sit out the burst.
+/// can have their first pull lost (nats-server 2.9.10 keeps one waiting pull of three) and
+/// pull again only after two missed heartbeats, 10 s into the burst (see `pulls.rs`).
 async fn create_extract_durable(env: &TestEnv) {
     let flags = extract_flags();
     let config = env.extract_config(&flags.iter().map(String::as_str).collect::<Vec<_>>());

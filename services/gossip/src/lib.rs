@@ -212,9 +212,8 @@ async fn lead(
 }
 
 /// Returns the free pages of every malloc arena to the system. At its caps the leader
-/// replaces facts all the time, and glibc kept what they freed in the arena of whichever
-/// worker thread ran the tick: in a steady soak the process's RSS stepped up a tenth at a
-/// time while the facts it held stayed the same.
+/// replaces facts all the time; without this, in a steady soak, the process's RSS stepped
+/// up a tenth at a time while the facts it held stayed the same.
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers; it only walks glibc's own free lists.

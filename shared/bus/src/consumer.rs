@@ -167,9 +167,9 @@ impl<H: BatchHandler> ConsumerLoop<H> {
                             in_flight.push(self.process_batch(batch));
                         }
                         if heartbeat_missed {
-                            // The server no longer holds this pull (nats-server 2.9 drops
-                            // waiting pulls when a durable's leader changes): pull anew
-                            // rather than sit idle until the lost pull would have expired.
+                            // The server no longer holds this pull (nats-server 2.9.10 kept
+                            // one of three when replicas created a durable together): pull
+                            // anew rather than sit idle until the lost pull would expire.
                             continue 'reconnect;
                         }
                     }
