@@ -563,6 +563,11 @@ pub struct ForgottenFact {
 /// parameters: the horizon reads `pg_stat_get_activity` (what the `pg_stat_activity`
 /// view wraps; the view took 0.3 ms more to plan, pgbench) and `since` goes in as a
 /// timestamp literal formatted here.
+///
+/// Sessions shown `idle` are left out of the horizon: they are in no transaction, but
+/// while one reads a notification (every service LISTENs) Postgres shows it in one that
+/// started with its last statement, perhaps an hour ago, and the next load reread every
+/// fact and deletion since. Autovacuum writes no rows a load reads.
 pub async fn load_world_changes(
     connection: &mut PgConnection,
     since: Option<DateTime<Utc>>,
@@ -586,7 +591,8 @@ pub async fn load_world_changes(
     };
     let statements = format!(
         "SELECT LEAST(now(), COALESCE(min(s.xact_start), now())) FROM pg_stat_get_activity(NULL) AS s
-         WHERE s.datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.pid <> pg_backend_pid();
+         WHERE s.datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.pid <> pg_backend_pid()
+           AND s.state IS DISTINCT FROM 'idle' AND s.backend_type IS DISTINCT FROM 'autovacuum worker';
          SELECT npc_id, room_id FROM npc_locations {recorded};
          SELECT npc_id, drives FROM npc_profiles {recorded};
          SELECT npc_id, fact_id, origin_fact_id FROM knowledge_forgotten {forgotten};

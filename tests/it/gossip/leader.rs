@@ -251,3 +251,54 @@ async fn degraded_mode_and_the_gossip_switch_stop_ticks_and_a_switch_set_reaches
     gossip.stop().await;
     env.cleanup().await;
 }
+
+/// A session that LISTENs is idle, yet for the moment it reads a notification Postgres
+/// shows it in a transaction that started with its last statement, maybe an hour ago.
+/// The leader's visibility horizon must not fall back to that time: its next load would
+/// read every fact and deletion since (in a soak, 40,000 facts and 130,000 deletions at
+/// once, and gossip's heap grew by 30 MB for it).
+#[tokio::test]
+async fn notifications_to_idle_listeners_do_not_hold_the_leaders_horizon_back() {
+    use futures::StreamExt as _;
+    const CHANNEL: &str = "npcmem_test_horizon";
+    let env = TestEnv::new().await;
+    let mut drains = Vec::new();
+    for _ in 0..4 {
+        let mut listener = sqlx::postgres::PgListener::connect(&env.database_url).await.unwrap();
+        listener.listen(CHANNEL).await.unwrap();
+        let mut notifications = listener.into_stream();
+        drains.push(tokio::spawn(async move { while notifications.next().await.is_some() {} }));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut loader = env.pool.acquire().await.unwrap();
+    let since: chrono::DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(&mut *loader).await.unwrap();
+    let notifier = {
+        let pool = env.pool.clone();
+        tokio::spawn(async move {
+            loop {
+                sqlx::query("SELECT pg_notify($1, g::text) FROM generate_series(1, 50) AS g")
+                    .bind(CHANNEL)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let mut loads = 0;
+    while started.elapsed() < Duration::from_secs(4) {
+        let loaded = npcmem_store::knowledge::load_world_changes(&mut loader, Some(since)).await.unwrap();
+        loads += 1;
+        assert!(
+            loaded.horizon >= since,
+            "load {loads}: the horizon {} fell back before {since}, to an idle listener's last statement",
+            loaded.horizon
+        );
+    }
+    notifier.abort();
+    for drain in drains {
+        drain.abort();
+    }
+    drop(loader);
+    env.cleanup().await;
+}
