@@ -566,8 +566,8 @@ pub struct ForgottenFact {
 ///
 /// Sessions shown `idle` are left out of the horizon: they are in no transaction, but
 /// while one reads a notification (every service LISTENs) Postgres shows it in one that
-/// started with its last statement, perhaps an hour ago, and the next load reread every
-/// fact and deletion since. Autovacuum writes no rows a load reads.
+/// started with its last statement, perhaps an hour ago, and the next load would reread
+/// every fact and deletion since. Autovacuum writes no rows a load reads.
 pub async fn load_world_changes(
     connection: &mut PgConnection,
     since: Option<DateTime<Utc>>,
