@@ -104,24 +104,46 @@ pub fn load_part(dir: &Path) -> anyhow::Result<Vec<LabelledConversation>> {
 /// chats a game server could send: within ingest's default limits on messages, text and
 /// payload size.
 pub fn everyday(corpus: &Path, skip: usize, count: usize) -> anyhow::Result<Vec<ConversationEnded>> {
-    let bytes = std::fs::read(corpus).with_context(|| {
-        format!("cannot read the corpus at {} (fetch it with deploy/local/fetch-corpus)", corpus.display())
-    })?;
     let limits = ConversationLimits::default();
-    let chats = crate::bench::everyday_chats(&bytes, usize::MAX)?;
-    Ok(chats
+    Ok(everyday_sessions(corpus)?
         .iter()
-        .map(|chat| {
-            conversation("Sam", "Brom", None, chat.turns.iter().map(|(is_player, text)| (*is_player, text.as_str())))
-        })
-        .filter(|conversation| {
-            conversation.messages.len() <= limits.max_messages
-                && conversation.messages.iter().all(|m| m.text.chars().count() <= limits.max_text_chars)
-                && serde_json::to_vec(conversation).is_ok_and(|json| json.len() <= limits.max_payload_bytes)
-        })
+        .map(|turns| everyday_conversation(turns))
+        .filter(|conversation| within(&limits, conversation))
         .skip(skip)
         .take(count)
         .collect())
+}
+
+/// The corpus's long chats, the ones over ingest's message limit that [`everyday`] never
+/// yields, cut into consecutive windows of `window` turns (the last shorter, at least
+/// two). No tool reads or trains on them: they measure false memories on everyday chat
+/// that no rule was tuned to.
+pub fn long_chat_windows(corpus: &Path, window: usize) -> anyhow::Result<Vec<ConversationEnded>> {
+    let limits = ConversationLimits::default();
+    Ok(everyday_sessions(corpus)?
+        .iter()
+        .filter(|turns| turns.len() > limits.max_messages)
+        .flat_map(|turns| turns.chunks(window.max(2)).filter(|chunk| chunk.len() >= 2))
+        .map(everyday_conversation)
+        .filter(|conversation| within(&limits, conversation))
+        .collect())
+}
+
+fn everyday_sessions(corpus: &Path) -> anyhow::Result<Vec<Vec<(bool, String)>>> {
+    let bytes = std::fs::read(corpus).with_context(|| {
+        format!("cannot read the corpus at {} (fetch it with deploy/local/fetch-corpus)", corpus.display())
+    })?;
+    Ok(crate::bench::everyday_chats(&bytes, usize::MAX)?.into_iter().map(|chat| chat.turns).collect())
+}
+
+fn everyday_conversation(turns: &[(bool, String)]) -> ConversationEnded {
+    conversation("Sam", "Brom", None, turns.iter().map(|(is_player, text)| (*is_player, text.as_str())))
+}
+
+fn within(limits: &ConversationLimits, conversation: &ConversationEnded) -> bool {
+    conversation.messages.len() <= limits.max_messages
+        && conversation.messages.iter().all(|m| m.text.chars().count() <= limits.max_text_chars)
+        && serde_json::to_vec(conversation).is_ok_and(|json| json.len() <= limits.max_payload_bytes)
 }
 
 fn conversation<'a>(

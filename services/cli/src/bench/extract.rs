@@ -126,10 +126,28 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         conversations.len(),
         args.everyday_skip
     );
-    for (name, system) in &systems {
+    count_events(&systems, &conversations);
+    // Never shown, and no tool trains or tunes on them: false memories on chat no rule saw.
+    let windows: Vec<ConversationEnded> =
+        extraction_set::long_chat_windows(&args.corpus, LONG_CHAT_WINDOW)?.iter().map(redacted).collect();
+    println!(
+        "\neveryday chats never read while tuning (the corpus's long chats, past ingest's message limit, cut into \
+         {} windows of {LONG_CHAT_WINDOW} turns): every event memory is a false one",
+        windows.len()
+    );
+    count_events(&systems, &windows);
+    Ok(())
+}
+
+/// Turns per window of a long chat: near the median length of the corpus's other chats (17).
+const LONG_CHAT_WINDOW: usize = 20;
+
+/// Prints each system's event memories on chats where every one is false.
+fn count_events(systems: &[(&str, &System<'_>)], conversations: &[ConversationEnded]) {
+    for (name, system) in systems {
         let started = Instant::now();
         let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
-        for conversation in &conversations {
+        for conversation in conversations {
             for kind in system(conversation).into_iter().filter(|kind| Kind::parse(kind).is_some_and(Kind::is_event)) {
                 *by_kind.entry(kind).or_default() += 1;
             }
@@ -144,7 +162,6 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
             conversations.len() as f64 / seconds
         );
     }
-    Ok(())
 }
 
 fn ratio(hits: usize, of: usize) -> String {
