@@ -99,6 +99,30 @@ pub fn load_part(dir: &Path) -> anyhow::Result<Vec<LabelledConversation>> {
     Ok(set)
 }
 
+/// An annotator's kinds per labelled conversation id, from JSON lines of
+/// `{"id": "tuning-a-001", "kinds": ["gift"]}`; unknown kinds are an error.
+pub fn load_annotations(file: &Path) -> anyhow::Result<BTreeMap<String, BTreeSet<&'static str>>> {
+    #[derive(Deserialize)]
+    struct Annotation {
+        id: String,
+        kinds: Vec<String>,
+    }
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut annotations = BTreeMap::new();
+    for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+        let annotation: Annotation = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not an annotation", file.display(), number + 1))?;
+        let mut kinds = BTreeSet::new();
+        for kind in &annotation.kinds {
+            let kind =
+                Kind::parse(kind).with_context(|| format!("{}:{}: unknown kind {kind}", file.display(), number + 1))?;
+            kinds.insert(kind.as_str());
+        }
+        annotations.insert(annotation.id, kinds);
+    }
+    Ok(annotations)
+}
+
 /// Everyday chats `skip..skip + count` of the corpus as conversations between a player
 /// "Sam" and an NPC "Brom" (the chat's first speaker plays the player), counting only the
 /// chats a game server could send: within ingest's default limits on messages, text and

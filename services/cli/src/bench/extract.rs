@@ -106,6 +106,8 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         table.write(&mut std::io::stdout())?;
     }
 
+    agreement(&args.data, systems[0].1)?;
+
     let conversations: Vec<ConversationEnded> =
         extraction_set::everyday(&args.corpus, args.everyday_skip, args.everyday)?.iter().map(redacted).collect();
     if args.show {
@@ -136,6 +138,50 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         windows.len()
     );
     count_events(&systems, &windows);
+    Ok(())
+}
+
+/// How independent annotators, labelling a sample of the tuning part from the guide in
+/// `data/extraction/README.md` without seeing its labels, agree with those labels: how
+/// well the task is defined, beside the rules extractor on the same conversations (in
+/// sample: the rules were tuned on them).
+fn agreement(data: &std::path::Path, rules: &System<'_>) -> anyhow::Result<()> {
+    let dir = data.join("agreement");
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let tuning = extraction_set::load_part(&data.join("tuning"))?;
+    let mut annotators = Vec::new();
+    for name in ["annotator_a", "annotator_b"] {
+        annotators.push((name, extraction_set::load_annotations(&dir.join(format!("{name}.jsonl")))?));
+    }
+    let sample: Vec<&extraction_set::LabelledConversation> =
+        tuning.iter().filter(|l| annotators[0].1.contains_key(&l.id)).collect();
+    println!(
+        "\nagreement: {} tuning conversations labelled again by two annotators who never saw the labels",
+        sample.len()
+    );
+    let mut table = crate::table::Table::new(&["kind", "labelled", "A P", "A R", "B P", "B R", "rules P", "rules R"]);
+    let mut scores: Vec<BTreeMap<&str, Score>> = annotators
+        .iter()
+        .map(|(_, kinds)| {
+            extraction_set::score(sample.iter().map(|l| (*l, kinds.get(&l.id).cloned().unwrap_or_default())))
+        })
+        .collect();
+    scores.push(extraction_set::score(sample.iter().map(|l| (*l, rules(&redacted(&l.conversation))))));
+    let rows = Kind::EVENTS.iter().map(|k| (k.as_str(), std::slice::from_ref(k)));
+    for (label, kinds) in rows.chain([("all events", &Kind::EVENTS[..]), ("all facts", &Kind::FACTS[..])]) {
+        let labelled: usize =
+            sample.iter().map(|l| kinds.iter().filter(|k| l.kinds.contains(k.as_str())).count()).sum();
+        let mut row = vec![label.to_owned(), labelled.to_string()];
+        for system in &scores {
+            let total = extraction_set::total(system, kinds);
+            row.push(ratio(total.true_positives, total.true_positives + total.false_positives));
+            row.push(ratio(total.true_positives, total.true_positives + total.false_negatives));
+        }
+        table.row(row);
+    }
+    table.write(&mut std::io::stdout())?;
     Ok(())
 }
 

@@ -300,6 +300,7 @@ impl RulesExtractor {
                 findings.extend(self.events.event_read(&scene, reading.kind, reading.sentence));
             }
         }
+        repayments_are_not_trades(&scene, &mut findings);
         findings.extend(facts);
         for finding in &mut findings {
             finding.content = as_the_npc_remembers(&finding.statement, &scene.player);
@@ -365,6 +366,19 @@ fn finish(finding: Finding) -> ExtractedMemory {
         target: finding.target,
         statement: Some(statement),
     }
+}
+
+/// Money handed back after a theft comes out makes good what was taken; it buys nothing.
+/// So a trade told by the player at or after the theft's sentence is not kept.
+fn repayments_are_not_trades(scene: &Scene<'_>, findings: &mut Vec<Finding>) {
+    let at = |evidence: &str| scene.sentences.iter().position(|s| s.text == evidence);
+    let Some(theft) = findings.iter().find(|f| f.kind == Kind::Theft).and_then(|f| at(&f.evidence)) else {
+        return;
+    };
+    findings.retain(|finding| {
+        finding.kind != Kind::Trade
+            || !at(&finding.evidence).is_some_and(|i| i >= theft && scene.sentences[i].by(Speaker::Player))
+    });
 }
 
 /// The conversation cut into sentences, as every reader sees it.

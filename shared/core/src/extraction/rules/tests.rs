@@ -324,3 +324,24 @@ fn the_reader_finds_threats_and_insults_only_where_the_player_speaks_to_the_npc_
     assert_eq!(read("Nice work, for a one-armed tinker like ye.", Kind::Insult), Some(Kind::Insult));
     assert_eq!(read("Between us, my father never came back from the war.", Kind::Secret), Some(Kind::Secret));
 }
+
+#[test]
+fn money_handed_back_after_a_theft_comes_out_repays_it_and_buys_nothing() {
+    let lines = [
+        (Npc, "Somebody lifted six silver from my strongbox last market day."),
+        (Player, "That was me. I took it while you were haggling with the tanner."),
+        (Player, "Here's your six silver back."),
+    ];
+    assert_eq!(kinds(&lines), ["theft"]);
+    // Paying for goods with no theft told is still a trade.
+    assert_eq!(kinds(&[(Npc, "Six silver for the lantern."), (Player, "Here's your six silver.")]), ["trade"]);
+}
+
+#[test]
+fn the_reader_keeps_a_trade_only_where_something_is_priced_or_paid() {
+    let patterns = events::Patterns::new();
+    let handed = conversation(&[(Player, "Cold night."), (Player, "Here."), (Npc, "Your coat? I couldn't.")]);
+    assert!(patterns.event_read(&scene(&handed), Kind::Trade, 1).is_none());
+    let paid = conversation(&[(Npc, "Two copper a night."), (Player, "Here."), (Npc, "Room's at the top.")]);
+    assert!(patterns.event_read(&scene(&paid), Kind::Trade, 1).is_some());
+}

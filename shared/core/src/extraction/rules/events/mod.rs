@@ -137,6 +137,7 @@ const INSULT_ADJECTIVES: &[&str] = &[
 pub(crate) struct Patterns {
     price: Regex,
     bare_amount: Regex,
+    exchange_talk: Regex,
     accept: Regex,
     npc_pays: Regex,
     npc_agrees: Regex,
@@ -223,6 +224,11 @@ impl Patterns {
                 r"\b(?:({NUMBER})(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?\s*({CURRENCY})\b|a (copper|penny|crown|farthing|shilling|silver piece|gold piece))\b"
             )),
             bare_amount: compile(&format!(r"^(?:well,? |ok,? |alright,? |fine,? |yes,? )?({NUMBER})\b")),
+            // Any amount but "one", which is mostly "no one" and "that one".
+            exchange_talk: compile(&format!(
+                r"\b(?:{}|{CURRENCY}|credits?|creds?|quid|bucks?|price|cost|costs|pay|paid|payment|charge|fee|sell|sold|buy|bought|deal|owe|worth|trade|barter|swap|agreed)\b",
+                NUMBER.replace("|one|", "|")
+            )),
             accept: compile(&format!(
                 r"^(?:(?:{NUMBER}|that|then|very well|so be it|fine|alright|right)\b[^.!?]{{0,12}}\bit is\b|(?:[\w']+[.,!]? ){{0,3}}(?:done|deal|sold|agreed|sorted|it's a deal)\b)|\bi(?:'ll| will| shall) take (?:it|them|that|this|one|the \w+|a \w+)\b|\b(?:is|sounds|seems) fair\b|\bsits well\b|\bcount it\b|^(?:[a-z0-9]+[.,] )?take them\b|\bhere's (?:the |my |your )?(?:coin|money|payment|gold|silver|{NUMBER})\b"
             )),
@@ -518,6 +524,11 @@ impl Patterns {
             "our", "im", "ive", "ill",
         ];
         if matches!(kind, Kind::Promise | Kind::Secret) && !message_says(&OF_ME) {
+            return None;
+        }
+        // A trade is an exchange: something in the scene is priced, paid or bargained for
+        // ("Here." beside a cloak handed over freely buys nothing).
+        if kind == Kind::Trade && !self.exchange_talk.is_match(&scene.plain) {
             return None;
         }
         let said = quote(sentence.text);
