@@ -82,26 +82,8 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(_, system)| extraction_set::score(set.iter().zip(&redacted_set).map(|(l, c)| (l, system(c)))))
             .collect();
-        for kind in Kind::EVENTS.into_iter().chain(Kind::FACTS).map(Kind::as_str) {
-            let labelled = set.iter().filter(|l| l.kinds.contains(kind)).count();
-            let mut row = vec![kind.to_owned(), labelled.to_string()];
-            for system in &scores {
-                let score = system.get(kind).copied().unwrap_or_default();
-                row.push(ratio(score.true_positives, score.true_positives + score.false_positives));
-                row.push(ratio(score.true_positives, score.true_positives + score.false_negatives));
-            }
-            table.row(row);
-        }
-        for (label, kinds) in [("all events", &Kind::EVENTS[..]), ("all facts", &Kind::FACTS[..])] {
-            let labelled: usize =
-                set.iter().map(|l| kinds.iter().filter(|k| l.kinds.contains(k.as_str())).count()).sum();
-            let mut row = vec![label.to_owned(), labelled.to_string()];
-            for system in &scores {
-                let total = extraction_set::total(system, kinds);
-                row.push(ratio(total.true_positives, total.true_positives + total.false_positives));
-                row.push(ratio(total.true_positives, total.true_positives + total.false_negatives));
-            }
-            table.row(row);
+        for (label, kinds) in rows(&Kind::FACTS) {
+            table.row(score_row(label, set.iter(), &scores, kinds));
         }
         table.write(&mut std::io::stdout())?;
     }
@@ -169,20 +151,39 @@ fn agreement(data: &std::path::Path, rules: &System<'_>) -> anyhow::Result<()> {
         })
         .collect();
     scores.push(extraction_set::score(sample.iter().map(|l| (*l, rules(&redacted(&l.conversation))))));
-    let rows = Kind::EVENTS.iter().map(|k| (k.as_str(), std::slice::from_ref(k)));
-    for (label, kinds) in rows.chain([("all events", &Kind::EVENTS[..]), ("all facts", &Kind::FACTS[..])]) {
-        let labelled: usize =
-            sample.iter().map(|l| kinds.iter().filter(|k| l.kinds.contains(k.as_str())).count()).sum();
-        let mut row = vec![label.to_owned(), labelled.to_string()];
-        for system in &scores {
-            let total = extraction_set::total(system, kinds);
-            row.push(ratio(total.true_positives, total.true_positives + total.false_positives));
-            row.push(ratio(total.true_positives, total.true_positives + total.false_negatives));
-        }
-        table.row(row);
+    for (label, kinds) in rows(&[]) {
+        table.row(score_row(label, sample.iter().copied(), &scores, kinds));
     }
     table.write(&mut std::io::stdout())?;
     Ok(())
+}
+
+/// A row per event kind, then `facts` kind by kind, then the events and the facts together.
+fn rows(facts: &'static [Kind]) -> impl Iterator<Item = (&'static str, &'static [Kind])> {
+    let events: &'static [Kind] = &Kind::EVENTS;
+    events
+        .iter()
+        .chain(facts)
+        .map(|kind| (kind.as_str(), std::slice::from_ref(kind)))
+        .chain([("all events", &Kind::EVENTS[..]), ("all facts", &Kind::FACTS[..])])
+}
+
+/// The label, how many of `set`'s labels are of `kinds`, and each system's precision and
+/// recall on them.
+fn score_row<'a>(
+    label: &str,
+    set: impl Iterator<Item = &'a extraction_set::LabelledConversation>,
+    scores: &[BTreeMap<&'static str, Score>],
+    kinds: &[Kind],
+) -> Vec<String> {
+    let labelled: usize = set.map(|l| kinds.iter().filter(|k| l.kinds.contains(k.as_str())).count()).sum();
+    let mut row = vec![label.to_owned(), labelled.to_string()];
+    for system in scores {
+        let total = extraction_set::total(system, kinds);
+        row.push(ratio(total.true_positives, total.true_positives + total.false_positives));
+        row.push(ratio(total.true_positives, total.true_positives + total.false_negatives));
+    }
+    row
 }
 
 /// Turns per window of a long chat: near the median length of the corpus's other chats (17).
