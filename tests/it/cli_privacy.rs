@@ -368,6 +368,18 @@ async fn the_demo_plays_its_scene_through_the_services_and_shows_the_npc_remembe
         output.contains("/ npc_hostile: Hale") || output.contains("/ npc_cowered: Hale"),
         "the threats turned Hale hostile or cowed, with the signal: {output}"
     );
+    // Brom's own deeds are his memories, shown once; not again under what he knows.
+    let (_, knows) = after.split_once("Things you know:").expect("Brom knows something");
+    assert!(!knows.contains("Aria rescued you"), "shown twice: {after}");
+
+    // Played again on the same system: a new Brom, who hears nothing of the first run's Aria.
+    let again = npcmem(&env, &["demo", "--timeout-secs", "50"]).await;
+    again.assert_ok();
+    let (_, after) = again.stdout.split_once("=== Brom's prompt after the scene ===").expect("both prompts printed");
+    let knows = after.split_once("Things you know:").map_or("", |(_, knows)| knows);
+    assert!(!knows.contains("Brom told you"), "Brom hears of himself from the first run's Brom: {after}");
+    let lines: Vec<&str> = knows.lines().filter(|line| line.starts_with("- ")).collect();
+    assert!(lines.iter().all(|line| lines.iter().filter(|other| *other == line).count() == 1), "{after}");
     for service in services {
         service.stop().await;
     }

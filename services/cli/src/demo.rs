@@ -32,7 +32,14 @@ struct Cast {
 }
 
 const PLAYER_NAME: &str = "Aria";
-const ROOM: &str = "market-square";
+
+impl Cast {
+    /// The market square of this run: gossip passes news between NPCs in one room, so a
+    /// shared room would let an earlier run's Brom tell this one about another Aria.
+    fn room(&self) -> String {
+        format!("market-square-{}", &self.blacksmith.simple().to_string()[..8])
+    }
+}
 
 fn persona() -> Value {
     json!({"name": "Brom", "role": "blacksmith", "personality": "gruff but fair", "speaking_style": "short sentences",
@@ -139,7 +146,8 @@ pub async fn run(context: &Context, args: DemoArgs, out: &mut dyn Write) -> Resu
             None,
         )
         .await?;
-        publish(&bus, "world.npc_moved", &json!({"npc_id": npc, "room_id": ROOM, "at": Utc::now()}), None).await?;
+        publish(&bus, "world.npc_moved", &json!({"npc_id": npc, "room_id": cast.room(), "at": Utc::now()}), None)
+            .await?;
     }
     let scene = [
         (

@@ -177,7 +177,19 @@ impl Enricher {
         let memory_lines: Vec<String> = candidates.memory.iter().map(|(_, line)| line.clone()).collect();
         let shown_memories = push_lines(&mut sections, "memory", MEMORY_HEADER, &memory_lines, budget("memory"));
         let memory_ids: Vec<uuid::Uuid> = candidates.memory.iter().take(shown_memories).map(|(id, _)| *id).collect();
-        push_lines(&mut sections, "knowledge", KNOWLEDGE_HEADER, &candidates.knowledge, budget("knowledge"));
+        // The NPC's own fact about the player is the memory it came from: shown once, as
+        // the memory, with its age and weight.
+        let knowledge: Vec<String> = candidates
+            .knowledge
+            .iter()
+            .filter(|fact| {
+                !memory_lines[..shown_memories]
+                    .iter()
+                    .any(|memory| memory.strip_prefix(fact.as_str()).is_some_and(|rest| rest.starts_with(" (")))
+            })
+            .cloned()
+            .collect();
+        push_lines(&mut sections, "knowledge", KNOWLEDGE_HEADER, &knowledge, budget("knowledge"));
         if let Some(content) = &candidates.mood {
             push_within(&mut sections, "mood", content.clone(), budget("mood"));
         }

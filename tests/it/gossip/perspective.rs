@@ -46,6 +46,16 @@ async fn a_threat_reads_from_each_holders_side_along_a_three_hop_chain() {
     wait_rows(&env, "Hale learned of the threat", "SELECT count(*) FROM knowledge_facts", 1).await;
     let own = knowledge_of(&env, hale, "- Aria threatened you: \"Open it or I'll cut your throat.\"").await;
     assert!(!own.contains("told you") && !own.contains("believe"), "Hale's own experience is no hearsay: {own}");
+    // Asked about Aria herself, Hale recalls the threat once: as his memory, not again as knowledge.
+    let request = json!({"npc_id": hale, "player_id": pair.player_id, "max_tokens": 1024});
+    let reply = env.request_json("enrich.request", &request).await;
+    let sections = reply["sections"].as_array().cloned().unwrap_or_default();
+    let memory = sections.iter().find(|s| s["provider"] == "memory").and_then(|s| s["content"].as_str());
+    assert!(
+        memory.is_some_and(|m| m.contains("- Aria threatened you: \"Open it or I'll cut your throat.\" (")),
+        "{reply}"
+    );
+    assert!(!inputs::knowledge_section(&reply).contains("Aria threatened you"), "shown twice: {reply}");
 
     // Hale tells Brom at the gate; Brom walks to the market and tells Tobin.
     let mut leader = ticker(&env, 10).await;
