@@ -199,6 +199,40 @@ async fn a_relevant_memory_outranks_a_more_salient_irrelevant_one() {
 }
 
 #[tokio::test]
+async fn what_the_npc_heard_of_this_player_comes_before_more_important_news_of_others() {
+    let env = TestEnv::new().await;
+    let enrich = env.spawn_enrich(&[]);
+    let pair = Pair::new();
+    // Twelve weighty facts about other players, then a slight one about this player.
+    let facts = (0..12).map(|n| (Some(Uuid::new_v4()), format!("stranger {n} robbed the mill"), 0.9)).chain([(
+        Some(pair.player_id),
+        "they are generous".to_owned(),
+        0.3,
+    )]);
+    for (subject, content, importance) in facts {
+        sqlx::query(
+            "INSERT INTO knowledge_facts (id, npc_id, category, subject_id, content, confidence, importance, source, origin_fact_id)
+             VALUES ($1, $2, 'player_trait', $3, $4, 0.8, $5, 'gossip', $1)",
+        )
+        .bind(Uuid::new_v4())
+        .bind(pair.npc_id)
+        .bind(subject)
+        .bind(&content)
+        .bind(importance)
+        .execute(&env.pool)
+        .await
+        .unwrap();
+    }
+    let reply = env.request_json("enrich.request", &context_request(&pair, None, 1024)).await;
+    let knowledge = section(&reply, "knowledge").expect("a knowledge section");
+    assert_eq!(knowledge.lines().nth(1), Some("- they are generous"), "{knowledge}");
+    assert!(knowledge.contains("robbed the mill"), "news of others still follows: {knowledge}");
+    assert!(reply["placeholders"]["reputation"].as_str().is_some_and(|r| r.contains("heard: they are generous")));
+    enrich.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
 async fn the_query_api_answers_from_postgres_and_bad_requests_get_the_error_object() {
     let env = TestEnv::new().await;
     let port = free_port();

@@ -288,7 +288,7 @@ impl Loader {
         };
         let knowledge = async {
             let mut connection = pool.acquire().await?;
-            reads::knowledge(&mut connection, npc_id, now, None, None, 10).await
+            reads::knowledge(&mut connection, npc_id, now, None, None, Some(player_id), 10).await
         };
         let mood = async {
             let mut connection = pool.acquire().await?;

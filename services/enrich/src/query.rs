@@ -92,9 +92,16 @@ pub async fn memories(pool: &PgPool, query: &MemoriesQuery) -> Result<MemoriesAn
 pub async fn knowledge(pool: &PgPool, query: &KnowledgeQuery) -> Result<KnowledgeAnswer, StoreError> {
     let mut connection = pool.acquire().await?;
     let limit = query.limit.unwrap_or(20).clamp(0, 200);
-    let facts =
-        reads::knowledge(&mut connection, query.npc_id, Utc::now(), query.tag.as_deref(), query.subject_id, limit)
-            .await?;
+    let facts = reads::knowledge(
+        &mut connection,
+        query.npc_id,
+        Utc::now(),
+        query.tag.as_deref(),
+        query.subject_id,
+        None,
+        limit,
+    )
+    .await?;
     let facts: Vec<KnowledgeFact> = facts.into_iter().map(wire_fact).collect();
     Ok(KnowledgeAnswer { knows_fact: !facts.is_empty(), facts })
 }

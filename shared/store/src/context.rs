@@ -134,13 +134,16 @@ impl Fact {
 }
 
 /// What `npc_id` knows that is still valid (not expired, not superseded), most important
-/// first; `tag` and `subject_id` narrow it.
+/// first; `tag` and `subject_id` narrow it. With `first_about`, facts about that player
+/// come before the rest, as the original design's relevant knowledge has it: an NPC
+/// talking to a player recalls what it has heard of them before the world's news.
 pub async fn knowledge(
     connection: &mut PgConnection,
     npc_id: Uuid,
     now: DateTime<Utc>,
     tag: Option<&str>,
     subject_id: Option<Uuid>,
+    first_about: Option<Uuid>,
     limit: i64,
 ) -> StoreResult<Vec<Fact>> {
     let rows: Vec<KnowledgeRow> = sqlx::query_as(
@@ -150,13 +153,15 @@ pub async fn knowledge(
          FROM knowledge_facts k LEFT JOIN npc_profiles teller ON teller.npc_id = k.speaker_id
          WHERE k.npc_id = $1 AND (k.expires_at IS NULL OR k.expires_at > $2) AND k.superseded_by IS NULL
            AND ($3::text IS NULL OR $3 = ANY(k.tags)) AND ($4::uuid IS NULL OR k.subject_id = $4)
-         ORDER BY k.importance DESC, k.confidence DESC, k.created_at DESC LIMIT $5",
+         ORDER BY coalesce(k.subject_id = $6, false) DESC, k.importance DESC, k.confidence DESC, k.created_at DESC
+         LIMIT $5",
     )
     .bind(npc_id)
     .bind(now)
     .bind(tag)
     .bind(subject_id)
     .bind(limit)
+    .bind(first_about)
     .fetch_all(connection)
     .await?;
     Ok(rows

@@ -36,7 +36,8 @@ async fn contradicting_facts_supersede_or_doubt_keep_both_and_superseded_ones_st
     assert_eq!(confidence, 0.3);
     assert!(tags.contains(&"uncertain".to_owned()), "{tags:?}");
     let mut connection = env.pool.acquire().await.unwrap();
-    let read_side = npcmem_store::context::knowledge(&mut connection, bram, Utc::now(), None, None, 50).await.unwrap();
+    let read_side =
+        npcmem_store::context::knowledge(&mut connection, bram, Utc::now(), None, None, None, 50).await.unwrap();
     let contents: Vec<&str> = read_side.iter().map(|fact| fact.content.as_str()).collect();
     assert_eq!(contents, vec!["Aria is honest, she paid in full"], "a superseded fact leaves prompts");
     drop(connection);

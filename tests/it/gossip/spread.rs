@@ -178,7 +178,8 @@ async fn a_fearful_speaker_warns_first_a_secret_signals_once_and_expired_facts_s
     assert_eq!(secret_holders, expected, "exactly one secret_learned per new holder");
     // Expired facts leave the read side too.
     let mut connection = env.pool.acquire().await.unwrap();
-    let known = npcmem_store::context::knowledge(&mut connection, guard, Utc::now(), None, None, 50).await.unwrap();
+    let known =
+        npcmem_store::context::knowledge(&mut connection, guard, Utc::now(), None, None, None, 50).await.unwrap();
     assert!(known.iter().all(|f| f.content != "The east road is closed today"), "{known:?}");
     drop(connection);
     gossip.stop().await;
