@@ -61,7 +61,7 @@ export interface ErrorBody {
 /** Which extractor produced a batch of memories. */
 export type ExtractorKind = "llm" | "rules";
 
-/** Seed §Knowledge Graph categories, used by observations and authored facts. */
+/** What a knowledge fact is about, used by observations and authored facts. */
 export type KnowledgeCategory = "player_trait" | "world_event" | "location_info" | "npc_gossip" | "faction_intel";
 
 /** A knowledge fact in a [`KnowledgeAnswer`]. */
@@ -100,7 +100,7 @@ export interface MemoryItem {
 /** The three memory kinds, stored in one table with this discriminator. */
 export type MemoryType = "episodic" | "semantic" | "procedural";
 
-/** Seed §Emotional State. `mood` is one of the seed's moods (happy, excited, calm, anxious, angry, fearful, sad, suspicious, confident, neutral) but kept as a string so a game's own moods pass through to the prompt. */
+/** An NPC's emotional state. `mood` is one of the usual moods (happy, excited, calm, anxious, angry, fearful, sad, suspicious, confident, neutral) but kept as a string so a game's own moods pass through to the prompt. */
 export interface Mood {
   /**
    * @format date-time

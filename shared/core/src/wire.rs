@@ -439,7 +439,7 @@ pub struct Signal {
 // World messages (game server → gossip)
 // ---------------------------------------------------------------------------
 
-/// Seed §Knowledge Graph categories, used by observations and authored facts.
+/// What a knowledge fact is about, used by observations and authored facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KnowledgeCategory {
@@ -552,7 +552,7 @@ impl Default for Drives {
     }
 }
 
-/// Seed §Emotional State. `mood` is one of the seed's moods (happy, excited, calm,
+/// An NPC's emotional state. `mood` is one of the usual moods (happy, excited, calm,
 /// anxious, angry, fearful, sad, suspicious, confident, neutral) but kept as a string so
 /// a game's own moods pass through to the prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
