@@ -157,7 +157,7 @@ impl Enricher {
             ("working_memory", lines_need(WORKING_MEMORY_HEADER, &candidates.working_memory)),
             ("memory", lines_need(MEMORY_HEADER, candidates.memory.iter().map(|(_, line)| line))),
             ("recall", recall_need),
-            ("knowledge", lines_need(KNOWLEDGE_HEADER, &candidates.knowledge)),
+            ("knowledge", lines_need(KNOWLEDGE_HEADER, candidates.knowledge.iter().map(|(_, line)| line))),
             ("mood", candidates.mood.as_deref().map_or(0, count_tokens)),
         ];
         let budgets = self.budgets.distribute(pool, &needs);
@@ -182,12 +182,8 @@ impl Enricher {
         let knowledge: Vec<String> = candidates
             .knowledge
             .iter()
-            .filter(|fact| {
-                !memory_lines[..shown_memories]
-                    .iter()
-                    .any(|memory| memory.strip_prefix(fact.as_str()).is_some_and(|rest| rest.starts_with(" (")))
-            })
-            .cloned()
+            .filter(|(from, _)| from.is_none_or(|memory| !memory_ids.contains(&memory)))
+            .map(|(_, line)| line.clone())
             .collect();
         push_lines(&mut sections, "knowledge", KNOWLEDGE_HEADER, &knowledge, budget("knowledge"));
         if let Some(content) = &candidates.mood {
@@ -228,7 +224,8 @@ struct Candidates {
     memory: Vec<(uuid::Uuid, String)>,
     /// Positions into the pair's turns, best first (empty without a message).
     recall_ranked: Vec<usize>,
-    knowledge: Vec<String>,
+    /// Fact lines, each with the holder's memory it was learned from.
+    knowledge: Vec<(Option<uuid::Uuid>, String)>,
     mood: Option<String>,
 }
 
@@ -305,7 +302,7 @@ impl Candidates {
             .iter()
             .flat_map(|facts| facts.iter())
             .filter(|fact| fact.valid_at(now))
-            .map(|fact| format!("- {}", fact.told))
+            .map(|fact| (fact.source_memory_id, format!("- {}", fact.told)))
             .collect();
         let mood = data
             .mood

@@ -121,6 +121,9 @@ pub struct Fact {
     /// Not on the wire: a cached fact stops showing once this passes.
     #[serde(skip)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Not on the wire: the holder's own memory the fact was learned from, if any.
+    #[serde(skip)]
+    pub source_memory_id: Option<Uuid>,
     /// How the fact reads in its holder's prompt: its own experience as remembered, or
     /// heard from whom and how far believed (`npcmem_core::perspective::knowledge_line`).
     pub told: String,
@@ -148,6 +151,7 @@ pub async fn knowledge(
 ) -> StoreResult<Vec<Fact>> {
     let rows: Vec<KnowledgeRow> = sqlx::query_as(
         "SELECT k.id, k.category, k.subject_id, k.content, k.tags, k.confidence, k.importance, k.source, k.expires_at,
+                k.source_memory_id,
                 k.hop_count, k.speaker_id, teller.name AS teller_name, k.actor_id, k.target_id, k.statement,
                 k.about_npc_id, k.about_npc_name, k.about_player_name
          FROM knowledge_facts k LEFT JOIN npc_profiles teller ON teller.npc_id = k.speaker_id
@@ -180,6 +184,7 @@ pub async fn knowledge(
                 importance: row.importance,
                 source: row.source,
                 expires_at: row.expires_at,
+                source_memory_id: row.source_memory_id,
                 told,
             }
         })
@@ -197,6 +202,7 @@ struct KnowledgeRow {
     importance: f64,
     source: String,
     expires_at: Option<DateTime<Utc>>,
+    source_memory_id: Option<Uuid>,
     hop_count: i32,
     speaker_id: Option<Uuid>,
     teller_name: Option<String>,

@@ -47,8 +47,9 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         ("patterns alone", &|c| extraction_set::kinds_kept(&patterns, c)),
         ("keyword baseline", &keyword_kinds),
     ];
-    for part in ["tuning", "held_out"] {
-        let set = extraction_set::load_part(&args.data.join(part))?;
+    let tuning = extraction_set::load_part(&args.data.join("tuning"))?;
+    let held_out = extraction_set::load_part(&args.data.join("held_out"))?;
+    for (part, set) in [("tuning", &tuning), ("held_out", &held_out)] {
         let redacted_set: Vec<ConversationEnded> = set.iter().map(|l| redacted(&l.conversation)).collect();
         let expected: usize = set.iter().map(|l| l.kinds.len()).sum();
         println!("\n{part}: {} conversations, {expected} labelled memories", set.len());
@@ -88,7 +89,7 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
         table.write(&mut std::io::stdout())?;
     }
 
-    agreement(&args.data, systems[0].1)?;
+    agreement(&args.data, &tuning, systems[0].1)?;
 
     let conversations: Vec<ConversationEnded> =
         extraction_set::everyday(&args.corpus, args.everyday_skip, args.everyday)?.iter().map(redacted).collect();
@@ -127,12 +128,15 @@ pub async fn run(args: ExtractBenchArgs) -> anyhow::Result<()> {
 /// `data/extraction/README.md` without seeing its labels, agree with those labels: how
 /// well the task is defined, beside the rules extractor on the same conversations (in
 /// sample: the rules were tuned on them).
-fn agreement(data: &std::path::Path, rules: &System<'_>) -> anyhow::Result<()> {
+fn agreement(
+    data: &std::path::Path,
+    tuning: &[extraction_set::LabelledConversation],
+    rules: &System<'_>,
+) -> anyhow::Result<()> {
     let dir = data.join("agreement");
     if !dir.is_dir() {
         return Ok(());
     }
-    let tuning = extraction_set::load_part(&data.join("tuning"))?;
     let mut annotators = Vec::new();
     for name in ["annotator_a", "annotator_b"] {
         annotators.push((name, extraction_set::load_annotations(&dir.join(format!("{name}.jsonl")))?));
