@@ -7,13 +7,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use npcmem_core::context::{
-    self, BudgetManager, MEMORY_HEADER, format_age, memory_line, mood_description, relationship_summary,
-};
+use npcmem_core::context::packing::{self, FactLine, Line, MemoryLine, Packed, RecallCandidates};
+use npcmem_core::context::{self, BudgetManager, format_when, memory_line, mood_description, relationship_summary};
 use npcmem_core::recall::{self, PackRules, TurnVectors};
 use npcmem_core::relationship::Stage;
 use npcmem_core::tokens::count_tokens_cached as count_tokens;
-use npcmem_core::wire::{ContextSection, EnrichReply, EnrichRequest};
+use npcmem_core::wire::{EnrichReply, EnrichRequest};
 use npcmem_llm::Embedder;
 use tokio::sync::mpsc;
 
@@ -104,7 +103,8 @@ impl Enricher {
         // merge with the template around them as the empty placeholder did.
         let mut pool = (max_tokens as usize).saturating_sub(if frame > 0 { frame + 1 } else { 0 });
         loop {
-            let (sections, memory_ids) = self.pack(&candidates, &data, pool, now);
+            let Packed { sections, memory_ids } =
+                packing::pack(&candidates.sections, &self.budgets, &self.recall_rules, pool, now);
             let memory_context = sections.iter().map(|s| s.content.as_str()).collect::<Vec<_>>().join("\n\n");
             placeholders.insert("memory_context".to_owned(), memory_context);
             let (system_prompt, token_count) = match &request.npc {
@@ -135,106 +135,20 @@ impl Enricher {
             pool = pool.saturating_sub(overshoot.max(1));
         }
     }
-
-    /// The sections within `pool` tokens in all (shares a section leaves
-    /// unused flow to the sections that still have content), in prompt order, and the
-    /// ids of the memories shown.
-    fn pack(
-        &self,
-        candidates: &Candidates,
-        data: &PairData,
-        pool: usize,
-        now: DateTime<Utc>,
-    ) -> (Vec<ContextSection>, Vec<uuid::Uuid>) {
-        // Sections are joined by a blank line: about one token each.
-        let pool = pool.saturating_sub(candidates.section_count());
-        let recall_need = data
-            .recall
-            .as_ref()
-            .map_or(0, |recall| recall::estimated_need(&recall.turns, &candidates.recall_ranked).min(pool));
-        let needs = [
-            ("relationship", candidates.relationship.as_deref().map_or(0, count_tokens)),
-            ("working_memory", lines_need(WORKING_MEMORY_HEADER, &candidates.working_memory)),
-            ("memory", lines_need(MEMORY_HEADER, candidates.memory.iter().map(|(_, line)| line))),
-            ("recall", recall_need),
-            ("knowledge", lines_need(KNOWLEDGE_HEADER, candidates.knowledge.iter().map(|(_, line)| line))),
-            ("mood", candidates.mood.as_deref().map_or(0, count_tokens)),
-        ];
-        let budgets = self.budgets.distribute(pool, &needs);
-        let budget = |name: &str| budgets.get(name).copied().unwrap_or(0);
-
-        let mut sections = Vec::new();
-        if let Some(content) = &candidates.relationship {
-            push_within(&mut sections, "relationship", content.clone(), budget("relationship"));
-        }
-        push_lines(
-            &mut sections,
-            "working_memory",
-            WORKING_MEMORY_HEADER,
-            &candidates.working_memory,
-            budget("working_memory"),
-        );
-        let memory_lines: Vec<String> = candidates.memory.iter().map(|(_, line)| line.clone()).collect();
-        let shown_memories = push_lines(&mut sections, "memory", MEMORY_HEADER, &memory_lines, budget("memory"));
-        let memory_ids: Vec<uuid::Uuid> = candidates.memory.iter().take(shown_memories).map(|(id, _)| *id).collect();
-        // The NPC's own fact about the player is the memory it came from: shown once, as
-        // the memory, with its age and weight.
-        let knowledge: Vec<String> = candidates
-            .knowledge
-            .iter()
-            .filter(|(from, _)| from.is_none_or(|memory| !memory_ids.contains(&memory)))
-            .map(|(_, line)| line.clone())
-            .collect();
-        push_lines(&mut sections, "knowledge", KNOWLEDGE_HEADER, &knowledge, budget("knowledge"));
-        if let Some(content) = &candidates.mood {
-            push_within(&mut sections, "mood", content.clone(), budget("mood"));
-        }
-        // Recall last: it also takes what the other sections' line breaks left unused.
-        if let Some(recall) = &data.recall
-            && !candidates.recall_ranked.is_empty()
-        {
-            let others: usize = sections.iter().map(|s| s.token_count as usize).sum();
-            let room = pool.saturating_sub(others).max(budget("recall"));
-            let shown: Vec<&str> = sections.iter().map(|s| s.content.as_str()).collect();
-            if let Some(packed) =
-                recall::pack(&recall.turns, &candidates.recall_ranked, room, &shown, &self.recall_rules, now)
-            {
-                let position = sections.iter().position(|s| s.provider == "knowledge" || s.provider == "mood");
-                let section = ContextSection {
-                    provider: "recall".into(),
-                    content: packed.content,
-                    token_count: packed.token_count as u32,
-                };
-                sections.insert(position.unwrap_or(sections.len()), section);
-            }
-        }
-        (sections, memory_ids)
-    }
 }
 
-const WORKING_MEMORY_HEADER: &str = "Your recent conversations with this player:";
-const KNOWLEDGE_HEADER: &str = "Things you know:";
-
 /// Everything one request could show, ranked, before the budget cuts it.
-struct Candidates {
+struct Candidates<'a> {
     reputation: String,
-    relationship: Option<String>,
-    working_memory: Vec<String>,
-    /// Memory ids and lines, best first.
-    memory: Vec<(uuid::Uuid, String)>,
-    /// Positions into the pair's turns, best first (empty without a message).
-    recall_ranked: Vec<usize>,
-    /// Fact lines, each with the holder's memory it was learned from.
-    knowledge: Vec<(Option<uuid::Uuid>, String)>,
-    mood: Option<String>,
+    sections: packing::Candidates<'a>,
 }
 
 /// Recall ranks at most this many turns; more never fit a prompt.
 const RECALL_CANDIDATES: usize = 400;
 
-impl Candidates {
+impl<'a> Candidates<'a> {
     fn gather(
-        data: &PairData,
+        data: &'a PairData,
         request: &EnrichRequest,
         max_tokens: usize,
         now: DateTime<Utc>,
@@ -242,6 +156,16 @@ impl Candidates {
     ) -> Self {
         // No line takes fewer than ~8 tokens: more lines than this never fit.
         let most_lines = max_tokens / 8;
+        let message = request.message.as_deref().filter(|message| !message.trim().is_empty());
+        let message_terms = match (message, &data.recall) {
+            (Some(message), Some(recall)) => recall.index.informative_terms(message),
+            (Some(message), None) => packing::message_terms(message),
+            (None, _) => Default::default(),
+        };
+        let line = |text: String| {
+            let matches = packing::shares_a_term(&text, &message_terms);
+            Line { text, matches }
+        };
         let mut reputation = context::STRANGER.to_owned();
         let mut relationship = None;
         if let Some(part) = &data.relationship {
@@ -261,27 +185,34 @@ impl Candidates {
             .working_memory
             .iter()
             .flat_map(|rows| rows.iter())
-            .map(|(summary, at)| format!("- {summary} ({})", format_age(*at, now)))
+            .map(|(summary, at)| {
+                let mut entry = line(summary.clone());
+                entry.text = format!("- {summary} ({})", format_when(*at, now));
+                entry
+            })
             .collect();
         let memory = match &data.memories {
             Some(part) => {
                 // Lines past max_tokens in all never fit: not formatted.
                 let mut tokens = 0;
-                context::rank_indexed(&part.0, &part.1, request.message.as_deref(), now)
+                context::rank_scored(&part.0, &part.1, message, now)
                     .into_iter()
                     .take(most_lines)
-                    .map_while(|memory| {
+                    .map_while(|(memory, relevance)| {
                         (tokens <= max_tokens).then(|| {
-                            let line = memory_line(memory, now);
-                            tokens += count_tokens(&line) + 1;
-                            (memory.id, line)
+                            let text = memory_line(memory, now);
+                            tokens += count_tokens(&text) + 1;
+                            // A locked memory is shown whatever the message.
+                            let matches = memory.locked
+                                || (relevance > 0.0 && packing::shares_a_term(&memory.content, &message_terms));
+                            MemoryLine { id: memory.id, line: Line { text, matches } }
                         })
                     })
                     .collect()
             }
             None => Vec::new(),
         };
-        let recall_ranked = match (&data.recall, request.message.as_deref()) {
+        let recall = match (&data.recall, message) {
             (Some(recall), Some(message)) => {
                 let lexical: Vec<usize> = recall
                     .index
@@ -293,16 +224,22 @@ impl Candidates {
                 let dense = query_vector
                     .zip(recall.vectors.as_ref())
                     .map(|(query, vectors)| recall::dense_ranking(query, vectors, RECALL_CANDIDATES));
-                recall::hybrid_ranking(&lexical, dense.as_deref(), RECALL_CANDIDATES)
+                let ranked = recall::hybrid_ranking(&lexical, dense.as_deref(), RECALL_CANDIDATES);
+                Some(RecallCandidates { turns: &recall.turns, ranked })
             }
-            _ => Vec::new(),
+            _ => None,
         };
         let knowledge = data
             .knowledge
             .iter()
             .flat_map(|facts| facts.iter())
             .filter(|fact| fact.valid_at(now))
-            .map(|fact| (fact.source_memory_id, format!("- {}", fact.told)))
+            .map(|fact| {
+                let mut entry = line(format!("- {}", fact.told));
+                // What the NPC heard of the player in front of it is about this talk.
+                entry.matches |= fact.subject_id == Some(request.player_id);
+                FactLine { source_memory_id: fact.source_memory_id, line: entry }
+            })
             .collect();
         let mood = data
             .mood
@@ -310,65 +247,7 @@ impl Candidates {
             .and_then(|mood| Option::as_ref(mood))
             .filter(|mood| mood.valid_at(now))
             .map(|mood| format!("You are feeling {}.", mood_description(&mood.mood, mood.intensity)));
-        Self { reputation, relationship, working_memory, memory, recall_ranked, knowledge, mood }
+        let sections = packing::Candidates { relationship, working_memory, memory, recall, knowledge, mood };
+        Self { reputation, sections }
     }
-
-    /// How many sections could be shown (for the blank lines between them).
-    fn section_count(&self) -> usize {
-        usize::from(self.relationship.is_some())
-            + usize::from(!self.working_memory.is_empty())
-            + usize::from(!self.memory.is_empty())
-            + usize::from(!self.recall_ranked.is_empty())
-            + usize::from(!self.knowledge.is_empty())
-            + usize::from(self.mood.is_some())
-    }
-}
-
-/// Tokens of a header and all its lines (0 without lines).
-fn lines_need<'a>(header: &str, lines: impl IntoIterator<Item = &'a String>) -> usize {
-    let mut lines = lines.into_iter().peekable();
-    if lines.peek().is_none() {
-        return 0;
-    }
-    // As push_lines counts: the header and each line with its line break.
-    count_tokens(header) + 1 + lines.map(|line| count_tokens(line) + 1).sum::<usize>()
-}
-
-/// One section when it fits its budget.
-fn push_within(sections: &mut Vec<ContextSection>, provider: &str, content: String, budget: usize) {
-    let token_count = count_tokens(&content);
-    if token_count <= budget && !content.is_empty() {
-        sections.push(ContextSection { provider: provider.to_owned(), content, token_count: token_count as u32 });
-    }
-}
-
-/// A header and as many lines as fit the budget (none: no section); returns how many
-/// lines it shows.
-fn push_lines(
-    sections: &mut Vec<ContextSection>,
-    provider: &str,
-    header: &str,
-    lines: &[String],
-    budget: usize,
-) -> usize {
-    let mut kept = vec![header.to_owned()];
-    let mut used = count_tokens(header) + 1;
-    for line in lines {
-        let cost = count_tokens(line) + 1;
-        if used + cost > budget {
-            break;
-        }
-        used += cost;
-        kept.push(line.clone());
-    }
-    while kept.len() > 1 {
-        let content = kept.join("\n");
-        let token_count = count_tokens(&content) as u32;
-        if token_count as usize <= budget {
-            sections.push(ContextSection { provider: provider.to_owned(), content, token_count });
-            return kept.len() - 1;
-        }
-        kept.pop();
-    }
-    0
 }

@@ -126,19 +126,30 @@ pub fn rank_indexed<'a>(
     message: Option<&str>,
     now: DateTime<Utc>,
 ) -> Vec<&'a ContextMemory> {
+    rank_scored(memories, index, message, now).into_iter().map(|(memory, _)| memory).collect()
+}
+
+/// [`rank_indexed`], each memory with its relevance to the message in [0, 1] (0 without
+/// a message or when it shares no word with it).
+pub fn rank_scored<'a>(
+    memories: &'a [ContextMemory],
+    index: &RelevanceIndex,
+    message: Option<&str>,
+    now: DateTime<Utc>,
+) -> Vec<(&'a ContextMemory, f64)> {
     let relevance = match message {
         Some(message) if !memories.is_empty() => index.score(message),
         _ => vec![0.0; memories.len()],
     };
-    let mut scored: Vec<(bool, f64, &ContextMemory)> = memories
+    let mut scored: Vec<(bool, f64, &ContextMemory, f64)> = memories
         .iter()
         .zip(relevance)
-        .map(|(memory, relevance)| (memory.locked, memory.salience(now) * (0.5 + 0.5 * relevance), memory))
+        .map(|(memory, relevance)| (memory.locked, memory.salience(now) * (0.5 + 0.5 * relevance), memory, relevance))
         .collect();
     scored.sort_by(|a, b| {
         b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.created_at.cmp(&a.2.created_at)).then(a.2.id.cmp(&b.2.id))
     });
-    scored.into_iter().map(|(_, _, memory)| memory).collect()
+    scored.into_iter().map(|(_, _, memory, relevance)| (memory, relevance)).collect()
 }
 
 /// "just now", "5 minutes ago", "2 hours ago", "yesterday", "3 days ago", "2 weeks ago",
@@ -158,6 +169,17 @@ pub fn format_age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// An age with its date from a day old on: "2 hours ago", "yesterday, on 7 May 2023",
+/// "3 weeks ago, on 8 May 2023". The date answers "when did …" where an age alone needs
+/// the reader to know today's date.
+pub fn format_when(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let age = format_age(at, now);
+    if (now - at).num_seconds() < 86_400 {
+        return age;
+    }
+    format!("{age}, on {}", at.format("%-d %B %Y"))
+}
+
 pub const MEMORY_HEADER: &str = "Your memories of this player:";
 pub const NO_MEMORIES: &str = "You have no specific memories of this player.";
 
@@ -170,7 +192,7 @@ pub fn memory_line(memory: &ContextMemory, now: DateTime<Utc>) -> String {
         3 => "important",
         _ => "unforgettable",
     };
-    format!("- {} ({}, {weight})", memory.content, format_age(memory.created_at, now))
+    format!("- {} ({}, {weight})", memory.content, format_when(memory.created_at, now))
 }
 
 /// Seed `_format_relationship`, with the attitude read from the dimensions that stand
@@ -515,6 +537,8 @@ pub fn render_prompt(template: Option<&str>, persona: &Persona, placeholders: &B
     }
     text
 }
+
+pub mod packing;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! `npcmem bench`: scenarios that drive the real, running services over NATS and report
 //! throughput and latency next to a raw baseline measured in the same run (docs/benchmarks.md).
 
+mod chitchat;
 mod decay;
 mod enrich;
 mod extract;
@@ -15,7 +16,7 @@ mod rss;
 mod scratch;
 mod soak;
 
-pub(crate) use recall::corpus::everyday_chats;
+pub(crate) use chitchat::everyday_chats;
 
 use anyhow::Context as _;
 use async_nats::jetstream;

@@ -55,9 +55,17 @@ fn ages_read_naturally() {
 
 #[test]
 fn memory_lines_are_plain_words() {
-    let now = Utc::now();
+    let now = Utc.with_ymd_and_hms(2023, 5, 11, 15, 0, 0).unwrap();
     let line = memory_line(&memory("Aria bought a sword.", &[], 0.7, 3, now), now);
-    assert_eq!(line, "- Aria bought a sword. (3 days ago, important)");
+    assert_eq!(line, "- Aria bought a sword. (3 days ago, on 8 May 2023, important)");
+}
+
+#[test]
+fn an_age_of_a_day_or_more_carries_its_date() {
+    let now = Utc.with_ymd_and_hms(2023, 5, 29, 9, 30, 0).unwrap();
+    assert_eq!(format_when(now - chrono::Duration::hours(3), now), "3 hours ago");
+    assert_eq!(format_when(now - chrono::Duration::hours(30), now), "yesterday, on 28 May 2023");
+    assert_eq!(format_when(now - chrono::Duration::days(21), now), "3 weeks ago, on 8 May 2023");
 }
 
 #[test]

@@ -52,6 +52,19 @@ fn terms_drop_stop_words_and_share_stems_across_word_forms() {
 }
 
 #[test]
+fn a_hyphenated_word_meets_its_joined_form() {
+    assert_eq!(terms("I run to de-stress"), vec!["run", "de", "stress", "destress"]);
+    let now = now();
+    let turns = vec![
+        turn(1, 0, Speaker::Player, "Running helps me de-stress after work.", at(9, now)),
+        turn(1, 1, Speaker::Npc, "Stress is everywhere these days.", at(9, now)),
+    ];
+    let ranked = TurnIndex::build(&turns).search("How do they destress?");
+    assert_eq!(ranked.len(), 1, "{ranked:?}");
+    assert_eq!(ranked[0].0, 0);
+}
+
+#[test]
 fn a_turn_said_long_ago_in_other_word_forms_ranks_first() {
     let turns = history();
     let index = TurnIndex::build(&turns);
@@ -139,7 +152,7 @@ fn packing_stays_within_budget_and_shows_hits_with_their_reply_dated_oldest_firs
     assert!(packed.content.starts_with(RECALL_HEADER));
     assert!(packed.content.contains("- they said: \"My brother Tomas went missing near the old mill.\""));
     assert!(packed.content.contains("- you said: \"I will keep my ears open for news of him.\""), "the reply follows");
-    assert!(packed.content.contains("\n7 weeks ago:\n"), "{}", packed.content);
+    assert!(packed.content.contains("\n7 weeks ago, on 9 October 2026:\n"), "dated both ways: {}", packed.content);
     let said: Vec<DateTime<Utc>> = packed.turns.iter().map(|&p| turns[p].said_at).collect();
     assert!(said.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
 }
@@ -233,4 +246,15 @@ fn whitespace_collapses_and_tidy_text_is_borrowed() {
         assert_eq!(collapse_whitespace(text), collapsed, "{text:?}");
     }
     assert!(matches!(collapse_whitespace("already tidy"), std::borrow::Cow::Borrowed(_)));
+}
+
+#[test]
+fn names_and_words_in_most_turns_are_not_informative() {
+    let turns = history();
+    let index = TurnIndex::build(&turns);
+    // "Aria" is indexed with each of her turns; "forge" is in 29 of 60 turns.
+    let informative = index.informative_terms("Aria, did Tomas ever come back to the forge?");
+    let expected: HashSet<String> = ["toma", "come", "back"].into_iter().map(str::to_owned).collect();
+    assert_eq!(informative, expected, "neither aria nor forg: {informative:?}");
+    assert!(index.informative_terms("a word never said: zeppelin").contains("zeppelin"));
 }
