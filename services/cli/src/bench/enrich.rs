@@ -34,6 +34,10 @@ pub struct EnrichBenchArgs {
     /// The steady offered rate of the paced warm run.
     #[arg(long, default_value_t = 2_000)]
     paced_rate: u64,
+    /// enrich's cache bound (`NPCMEM_ENRICH_CACHE_MAX_MB`); pairs past it are evicted
+    /// and reloaded, as in a world with more pairs talking than memory holds.
+    #[arg(long, default_value_t = 4_096)]
+    cache_max_mb: u64,
     #[arg(long)]
     bin_dir: Option<PathBuf>,
 }
@@ -121,11 +125,25 @@ async fn measure(
         args.turns_per_pair / 20 * 20,
         started.elapsed().as_secs_f64()
     );
+    let (ledger_bytes, turns, database_bytes): (i64, i64, i64) = sqlx::query_as(
+        "SELECT pg_total_relation_size('conversations'),
+                (SELECT coalesce(sum(message_count), 0)::int8 FROM conversations),
+                pg_database_size(current_database())",
+    )
+    .fetch_one(pool)
+    .await?;
+    println!(
+        "PostgreSQL: {:.0} bytes per turn in the ledger table (rows, TOAST and indexes), {:.2} MB per pair in all \
+         (memories and relationships included)",
+        ledger_bytes as f64 / turns.max(1) as f64,
+        database_bytes as f64 / args.pairs.max(1) as f64 / 1e6
+    );
     let spec = ProcessSpec {
         binary: "npcmem-enrich",
         env: vec![
             ("NPCMEM_ENRICH_CACHE_CAPACITY", (args.pairs * 2).to_string()),
             ("NPCMEM_ENRICH_CACHE_TTL_SECS", "3600".into()),
+            ("NPCMEM_ENRICH_CACHE_MAX_MB", args.cache_max_mb.to_string()),
         ],
         pulls: None,
     };
@@ -152,6 +170,7 @@ async fn measure(
         // Cold: every pair's first request after a full invalidation. One unreported sweep
         // first opens the service's database connections (a cold cache, not a cold process).
         sweep(nats, &subject, &payloads, 8).await?;
+        let mut cold_eight = Histogram::<u64>::new(3)?;
         for concurrency in [1, 8] {
             nats.publish(scratch.topology.cache_invalidate(), br#"{"npc_id":null,"player_id":null}"#.to_vec().into())
                 .await?;
@@ -163,6 +182,9 @@ async fn measure(
                 &cold.0,
                 cold.1,
             );
+            if concurrency == 8 {
+                cold_eight = cold.0;
+            }
         }
         for concurrency in &args.concurrency {
             let (histogram, rate) = closed_loop(nats, &subject, &payloads, *concurrency, args.seconds).await?;
@@ -183,6 +205,16 @@ async fn measure(
         );
         let (sql, sql_rate) = sql_baseline(pool, &pairs, 8, args.seconds).await?;
         print_run("baseline: direct SQL read of the pair's memory rows and transcripts, 8 concurrent", &sql, sql_rate);
+        let p99 = |histogram: &Histogram<u64>| histogram.value_at_quantile(0.99) as f64 / 1000.0;
+        println!(
+            "enrich adds {:.2} ms at p99 over the echo responder at {} requests/s (target: at most 1 ms)",
+            p99(&paced) - p99(&echo),
+            args.paced_rate
+        );
+        println!(
+            "cold cache, 8 concurrent: p99 {:.2}× the direct SQL read's (target: at most 1.5×)",
+            p99(&cold_eight) / p99(&sql).max(0.001)
+        );
         if let Some(start) = rss_at_start {
             println!("npcmem-enrich RSS after its first request: {:.1} MB", start as f64 / 1024.0);
         }

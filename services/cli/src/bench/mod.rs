@@ -50,8 +50,9 @@ pub enum Scenario {
     /// data/extraction, and false event memories per 500 real everyday chats, beside a
     /// keyword baseline.
     Extract(extract::ExtractBenchArgs),
-    /// Evidence recall of enrich's context on real multi-session human chats, beside plain
-    /// BM25 over the raw turns and the most recent turns, at the same token budgets.
+    /// Evidence and answer recall of enrich's context on LoCoMo conversations (real chats
+    /// over months, questions written by people), beside plain BM25, standard BM25 with
+    /// the next turn, and the most recent turns, at the same token budgets.
     Recall(recall::RecallBenchArgs),
     /// Precision and recall per PII kind of the redactor on generated chat lines, and its
     /// MB/s on ordinary game text, beside the US-formats redactor before issue 20.

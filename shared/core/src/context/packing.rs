@@ -9,7 +9,7 @@
 //! out by memories that have nothing to do with it, and without a message (or with one
 //! that matches nothing) the shares fall back to the configured ones.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -123,29 +123,52 @@ pub fn pack(
     let recall_need =
         candidates.recall.as_ref().map_or(0, |recall| recall::estimated_need(recall.turns, &recall.ranked).min(pool));
     let fixed = |text: &Option<String>| text.as_deref().map_or(0, count_tokens);
-    // What each section needs for its matching lines, then for all of them.
-    let matching = [
-        ("relationship", fixed(&candidates.relationship)),
-        ("working_memory", lines_need(WORKING_MEMORY_HEADER, working_memory.iter().filter(|l| l.matches))),
-        ("memory", lines_need(MEMORY_HEADER, memory.iter().filter(|l| l.matches))),
-        ("recall", recall_need),
-        ("knowledge", lines_need(KNOWLEDGE_HEADER, knowledge_all.iter().filter(|l| l.matches))),
-        ("mood", fixed(&candidates.mood)),
+    // The best line of each list section, where it fits the section's configured share:
+    // whatever the message, the NPC keeps its latest talk and strongest memory in view.
+    let floor = |name: &str, header: &str, lines: &[&Line]| {
+        let need = lines_need(header, lines.iter().take(1));
+        if need <= budgets.allocate(name, pool as u32) as usize { need } else { 0 }
+    };
+    // Three tiers, each split by the shares: the floors, then the lines that match the
+    // message, then everything; each tier's needs are cumulative.
+    let tiers = [
+        [
+            ("relationship", fixed(&candidates.relationship)),
+            ("working_memory", floor("working_memory", WORKING_MEMORY_HEADER, &working_memory)),
+            ("memory", floor("memory", MEMORY_HEADER, &memory)),
+            ("recall", 0),
+            ("knowledge", floor("knowledge", KNOWLEDGE_HEADER, &knowledge_all)),
+            ("mood", fixed(&candidates.mood)),
+        ],
+        [
+            ("relationship", fixed(&candidates.relationship)),
+            ("working_memory", lines_need(WORKING_MEMORY_HEADER, working_memory.iter().filter(|l| l.matches))),
+            ("memory", lines_need(MEMORY_HEADER, memory.iter().filter(|l| l.matches))),
+            ("recall", recall_need),
+            ("knowledge", lines_need(KNOWLEDGE_HEADER, knowledge_all.iter().filter(|l| l.matches))),
+            ("mood", fixed(&candidates.mood)),
+        ],
+        [
+            ("relationship", fixed(&candidates.relationship)),
+            ("working_memory", lines_need(WORKING_MEMORY_HEADER, working_memory.iter())),
+            ("memory", lines_need(MEMORY_HEADER, memory.iter())),
+            ("recall", recall_need),
+            ("knowledge", lines_need(KNOWLEDGE_HEADER, knowledge_all.iter())),
+            ("mood", fixed(&candidates.mood)),
+        ],
     ];
-    let whole = [
-        ("relationship", fixed(&candidates.relationship)),
-        ("working_memory", lines_need(WORKING_MEMORY_HEADER, working_memory.iter())),
-        ("memory", lines_need(MEMORY_HEADER, memory.iter())),
-        ("recall", recall_need),
-        ("knowledge", lines_need(KNOWLEDGE_HEADER, knowledge_all.iter())),
-        ("mood", fixed(&candidates.mood)),
-    ];
-    let first = budgets.distribute(pool, &matching);
-    let left = pool.saturating_sub(first.values().sum());
-    let rest: Vec<(&str, usize)> =
-        whole.iter().map(|&(name, need)| (name, need.saturating_sub(first.get(name).copied().unwrap_or(0)))).collect();
-    let second = budgets.distribute(left, &rest);
-    let budget = |name: &str| first.get(name).copied().unwrap_or(0) + second.get(name).copied().unwrap_or(0);
+    let mut granted: BTreeMap<String, usize> = BTreeMap::new();
+    for tier in tiers {
+        let left = pool.saturating_sub(granted.values().sum());
+        let wanted: Vec<(&str, usize)> = tier
+            .iter()
+            .map(|&(name, need)| (name, need.saturating_sub(granted.get(name).copied().unwrap_or(0))))
+            .collect();
+        for (name, more) in budgets.distribute(left, &wanted) {
+            *granted.entry(name).or_default() += more;
+        }
+    }
+    let budget = |name: &str| granted.get(name).copied().unwrap_or(0);
 
     let mut sections = Vec::new();
     if let Some(content) = &candidates.relationship {

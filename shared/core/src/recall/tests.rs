@@ -150,8 +150,8 @@ fn packing_stays_within_budget_and_shows_hits_with_their_reply_dated_oldest_firs
     assert!(packed.token_count <= 200);
     assert_eq!(packed.token_count, count_tokens_cached(&packed.content));
     assert!(packed.content.starts_with(RECALL_HEADER));
-    assert!(packed.content.contains("- they said: \"My brother Tomas went missing near the old mill.\""));
-    assert!(packed.content.contains("- you said: \"I will keep my ears open for news of him.\""), "the reply follows");
+    assert!(packed.content.contains("\n- Aria: My brother Tomas went missing near the old mill.\n"));
+    assert!(packed.content.contains("\n- You: I will keep my ears open for news of him."), "the reply follows");
     assert!(packed.content.contains("\n7 weeks ago, on 9 October 2026:\n"), "dated both ways: {}", packed.content);
     let said: Vec<DateTime<Utc>> = packed.turns.iter().map(|&p| turns[p].said_at).collect();
     assert!(said.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
@@ -257,4 +257,22 @@ fn names_and_words_in_most_turns_are_not_informative() {
     let expected: HashSet<String> = ["toma", "come", "back"].into_iter().map(str::to_owned).collect();
     assert_eq!(informative, expected, "neither aria nor forg: {informative:?}");
     assert!(index.informative_terms("a word never said: zeppelin").contains("zeppelin"));
+}
+
+#[test]
+fn the_npc_s_own_line_is_found_and_shown_as_its_own() {
+    let now = now();
+    let mut turns = history();
+    turns.push(turn(99, 0, Speaker::Player, "Where should I look for work?", at(3, now)));
+    turns.push(turn(99, 1, Speaker::Npc, "The mines at Karst take anyone who can swing a pick.", at(3, now)));
+    let ranked: Vec<usize> =
+        TurnIndex::build(&turns).search("What did you tell me about the mines?").into_iter().map(|(p, _)| p).collect();
+    let packed = pack(&turns, &ranked, 300, &[], &PackRules::default(), now).expect("something fits");
+    assert!(
+        packed.content.contains("\n- You: The mines at Karst take anyone who can swing a pick."),
+        "{}",
+        packed.content
+    );
+    let unnamed = Turn { speaker_name: None, ..turns[turns.len() - 2].clone() };
+    assert_eq!(turn_line(&unnamed), "- They: Where should I look for work?");
 }

@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn evidence_counts_when_half_its_content_words_are_there() {
-        let context = content_words("- they said: \"I adopted a PUPPY named Biscuit\"");
+        let context = content_words("- Sam: I adopted a PUPPY named Biscuit");
         assert!(evidence_found("I adopted a puppy named Biscuit.", &context));
         assert!(evidence_found("A beagle named Biscuit", &context), "2 of 3: beagle, named, biscuit");
         assert!(!evidence_found("A beagle from the shelter downtown", &context));
@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn an_answer_needs_all_its_content_words_and_one_without_any_is_not_counted() {
-        let context = content_words("3 weeks ago, on 8 May 2023:\n- they said: \"We moved from Sweden\"");
+        let context = content_words("3 weeks ago, on 8 May 2023:\n- Sam: We moved from Sweden");
         assert_eq!(answer_found("8 May 2023", &context), Some(true));
         assert_eq!(answer_found("The week before 9 June 2023", &context), Some(false));
         assert_eq!(answer_found("Sweden", &context), Some(true));

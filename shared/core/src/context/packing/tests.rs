@@ -53,6 +53,8 @@ fn recalled_turns_that_match_are_not_starved_by_memories_that_do_not() {
     // With fixed shares, memory and recall would split the pool evenly.
     assert!(recall >= 500, "recall got {recall} of 600, memory {memory}");
     assert!(memory <= 60, "memory got {memory}");
+    // The strongest memory stays in view, whatever the message.
+    assert_eq!(packed.memory_ids, vec![candidates.memory[0].id]);
 }
 
 #[test]
