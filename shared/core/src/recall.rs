@@ -63,9 +63,8 @@ pub fn terms(text: &str) -> Vec<String> {
 
 /// One written word's term: None for a stop word or a single character.
 fn term(word: &str) -> Option<String> {
-    if word.chars().nth(1).is_none() {
-        return None;
-    }
+    // Single characters are no terms.
+    word.chars().nth(1)?;
     let lower = word.to_lowercase();
     (!STOP_WORDS.contains(lower.as_str())).then(|| STEMMER.stem(&lower).into_owned())
 }

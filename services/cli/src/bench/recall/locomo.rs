@@ -192,7 +192,8 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Conversation, FormatError> {
         sessions.push(session);
     }
 
-    let qa_field = if root.get("conversation").is_some() { "qa" } else { "qa" };
+    // `qa` sits beside `conversation` in the published file, at the top in the others.
+    let qa_field = "qa";
     let qa = root
         .get("qa")
         .or_else(|| conversation.get("qa"))
