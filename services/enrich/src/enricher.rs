@@ -198,13 +198,13 @@ impl<'a> Candidates<'a> {
                 context::rank_scored(&part.0, &part.1, message, now)
                     .into_iter()
                     .take(most_lines)
-                    .map_while(|(memory, relevance)| {
+                    .map_while(|(memory, relevance, position)| {
                         (tokens <= max_tokens).then(|| {
                             let text = memory_line(memory, now);
                             tokens += count_tokens(&text) + 1;
                             // A locked memory is shown whatever the message.
-                            let matches = memory.locked
-                                || (relevance > 0.0 && packing::shares_a_term(&memory.content, &message_terms));
+                            let matches =
+                                memory.locked || (relevance > 0.0 && part.1.shares_a_term(position, &message_terms));
                             MemoryLine { id: memory.id, line: Line { text, matches } }
                         })
                     })
