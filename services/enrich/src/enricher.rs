@@ -185,10 +185,9 @@ impl<'a> Candidates<'a> {
             .working_memory
             .iter()
             .flat_map(|rows| rows.iter())
-            .map(|(summary, at)| {
-                let mut entry = line(summary.clone());
-                entry.text = format!("- {summary} ({})", format_when(*at, now));
-                entry
+            .map(|(summary, at)| Line {
+                text: format!("- {summary} ({})", format_when(*at, now)),
+                matches: packing::shares_a_term(summary, &message_terms),
             })
             .collect();
         let memory = match &data.memories {

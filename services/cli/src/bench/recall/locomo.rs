@@ -193,13 +193,12 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Conversation, FormatError> {
     }
 
     // `qa` sits beside `conversation` in the published file, at the top in the others.
-    let qa_field = "qa";
     let qa = root
         .get("qa")
         .or_else(|| conversation.get("qa"))
-        .ok_or_else(|| error(qa_field, "missing".into()))?
+        .ok_or_else(|| error("qa", "missing".into()))?
         .as_array()
-        .ok_or_else(|| error(qa_field, "must be a list of questions".into()))?;
+        .ok_or_else(|| error("qa", "must be a list of questions".into()))?;
     let mut questions = Vec::new();
     let mut unknown_evidence = Vec::new();
     let mut skipped_questions = 0;
