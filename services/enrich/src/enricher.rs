@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use npcmem_core::context::packing::{self, FactLine, Line, MemoryLine, Packed, RecallCandidates};
-use npcmem_core::context::{self, BudgetManager, format_when, memory_line, mood_description, relationship_summary};
+use npcmem_core::context::{self, BudgetManager, format_when, mood_description, relationship_summary};
 use npcmem_core::recall::{self, PackRules, TurnVectors};
 use npcmem_core::relationship::Stage;
 use npcmem_core::tokens::count_tokens_cached as count_tokens;
@@ -164,7 +164,7 @@ impl<'a> Candidates<'a> {
         };
         let line = |text: String| {
             let matches = packing::shares_a_term(&text, &message_terms);
-            Line { text, matches }
+            Line::new(text, matches)
         };
         let mut reputation = context::STRANGER.to_owned();
         let mut relationship = None;
@@ -185,26 +185,29 @@ impl<'a> Candidates<'a> {
             .working_memory
             .iter()
             .flat_map(|rows| rows.iter())
-            .map(|(summary, at)| Line {
-                text: format!("- {summary} ({})", format_when(*at, now)),
-                matches: packing::shares_a_term(summary, &message_terms),
+            .map(|(summary, at)| {
+                Line::new(
+                    format!("- {summary} ({})", format_when(*at, now)),
+                    packing::shares_a_term(summary, &message_terms),
+                )
             })
             .collect();
         let memory = match &data.memories {
             Some(part) => {
                 // Lines past max_tokens in all never fit: not formatted.
                 let mut tokens = 0;
-                context::rank_scored(&part.0, &part.1, message, now)
+                let lines = part.lines.at(part.memories.len(), now);
+                context::rank_with_saliences(&part.memories, lines.saliences(&part.memories), &part.index, message)
                     .into_iter()
                     .take(most_lines)
                     .map_while(|(memory, relevance, position)| {
                         (tokens <= max_tokens).then(|| {
-                            let text = memory_line(memory, now);
-                            tokens += count_tokens(&text) + 1;
+                            let (text, cost) = lines.line(position, memory);
+                            tokens += cost;
                             // A locked memory is shown whatever the message.
-                            let matches =
-                                memory.locked || (relevance > 0.0 && part.1.shares_a_term(position, &message_terms));
-                            MemoryLine { id: memory.id, line: Line { text, matches } }
+                            let matches = memory.locked
+                                || (relevance > 0.0 && part.index.shares_a_term(position, &message_terms));
+                            MemoryLine { id: memory.id, line: Line { text, tokens: cost, matches } }
                         })
                     })
                     .collect()
@@ -224,7 +227,7 @@ impl<'a> Candidates<'a> {
                     .zip(recall.vectors.as_ref())
                     .map(|(query, vectors)| recall::dense_ranking(query, vectors, RECALL_CANDIDATES));
                 let ranked = recall::hybrid_ranking(&lexical, dense.as_deref(), RECALL_CANDIDATES);
-                Some(RecallCandidates { turns: &recall.turns, ranked })
+                Some(RecallCandidates { turns: &recall.turns, costs: &recall.costs, ranked })
             }
             _ => None,
         };

@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use npcmem_core::context::{self, ContextMemory};
 use npcmem_core::memory::MemoryType;
-use npcmem_core::recall::{Turn, TurnIndex, TurnVectors};
+use npcmem_core::recall::{LineCosts, Turn, TurnIndex, TurnVectors};
 use npcmem_core::relationship::Relationship;
 use npcmem_store::context::{self as reads, Fact};
 use npcmem_store::recall::TurnFilter;
@@ -39,8 +39,13 @@ pub struct PairData {
 /// The newest conversations' summaries and when each ended.
 pub type Summaries = Vec<(String, DateTime<Utc>)>;
 
-/// The pair's prompt memories and their relevance index.
-pub type MemoriesPart = (Vec<ContextMemory>, context::RelevanceIndex);
+/// The pair's prompt memories, their relevance index and their formatted lines.
+#[derive(Debug, Default)]
+pub struct MemoriesPart {
+    pub memories: Vec<ContextMemory>,
+    pub index: context::RelevanceIndex,
+    pub lines: context::MemoryLines,
+}
 
 /// The pair's verbatim turns (oldest first), their index, and their vectors of the
 /// configured embedding model (None without an embedder).
@@ -48,6 +53,7 @@ pub type MemoriesPart = (Vec<ContextMemory>, context::RelevanceIndex);
 pub struct RecallPart {
     pub turns: Vec<Turn>,
     pub index: TurnIndex,
+    pub costs: LineCosts,
     pub vectors: Option<TurnVectors>,
 }
 
@@ -85,7 +91,8 @@ pub async fn load_recall(
             vectors
         });
         let index = TurnIndex::build(&turns);
-        RecallPart { turns, index, vectors }
+        let costs = LineCosts::new(turns.len());
+        RecallPart { turns, index, costs, vectors }
     })
     .await
     .map_err(|error| match error.try_into_panic() {
@@ -105,7 +112,7 @@ impl PairData {
     /// What the entry holds in memory, roughly: text, indexes and per-row overhead.
     pub fn approximate_bytes(&self) -> usize {
         let memories = self.memories.as_ref().map_or(0, |part| {
-            part.0
+            part.memories
                 .iter()
                 .map(|m| m.content.len() + m.tags.iter().map(|t| t.len() + 24).sum::<usize>() + 120)
                 .sum::<usize>()
@@ -118,6 +125,7 @@ impl PairData {
         let recall = self.recall.as_ref().map_or(0, |part| {
             part.turns.iter().map(|t| t.text.len() + t.speaker_name.as_ref().map_or(0, String::len) + 96).sum::<usize>()
                 + part.index.approximate_bytes()
+                + part.turns.len() * 12
                 + part.vectors.as_ref().map_or(0, TurnVectors::approximate_bytes)
         });
         1024 + memories + summaries + knowledge + recall
@@ -256,7 +264,7 @@ impl Loader {
         let mut per_type: Vec<(&str, usize)> =
             MemoryType::ALL.iter().map(|memory_type| (memory_type.as_str(), 0)).collect();
         if let Some(part) = &data.memories {
-            for memory in &part.0 {
+            for memory in &part.memories {
                 if let Some(slot) = per_type.iter_mut().find(|(name, _)| *name == memory.memory_type.as_str()) {
                     slot.1 += 1;
                 }
@@ -284,7 +292,7 @@ impl Loader {
             let mut connection = pool.acquire().await?;
             let memories = reads::prompt_memories(&mut connection, npc_id, player_id).await?;
             let index = context::RelevanceIndex::build(&memories);
-            Ok::<_, StoreError>((memories, index))
+            Ok::<_, StoreError>(MemoriesPart { memories, index, lines: Default::default() })
         };
         let knowledge = async {
             let mut connection = pool.acquire().await?;

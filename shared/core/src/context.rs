@@ -3,8 +3,9 @@
 //! split between providers, and the default system prompt.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 
 use crate::memory::{MemoryType, SalienceInputs, compute_salience};
 use crate::relationship::{Dimension, Relationship, Stage};
@@ -74,36 +75,51 @@ pub struct RelevanceIndex {
 
 impl RelevanceIndex {
     pub fn build(memories: &[ContextMemory]) -> Self {
+        // A pair's memories repeat their words: each distinct written word is analysed once
+        // (building the index is most of a cold load's work after the reads).
+        type Memo<'w, T> = HashMap<&'w str, T, foldhash::fast::RandomState>;
+        let mut relevance_term: Memo<Option<String>> = Memo::default();
+        let mut recall_term: Memo<Option<String>> = Memo::default();
         let mut postings: HashMap<String, Vec<(u32, f64)>> = HashMap::new();
         let mut lengths = Vec::with_capacity(memories.len());
+        let mut stems = Vec::with_capacity(memories.len());
+        let mut counts: Vec<(String, f64)> = Vec::new();
         for (index, memory) in memories.iter().enumerate() {
-            let mut counts: HashMap<String, f64> = HashMap::new();
-            for term in terms(&memory.content).chain(memory.tags.iter().flat_map(|tag| terms(tag).collect::<Vec<_>>()))
-            {
-                *counts.entry(term).or_insert(0.0) += 1.0;
+            let words = memory.content.split(|c: char| !c.is_alphanumeric());
+            let tag_words = memory.tags.iter().flat_map(|tag| tag.split(|c: char| !c.is_alphanumeric()));
+            for word in words.chain(tag_words).filter(|word| !word.is_empty()) {
+                let term = relevance_term.entry(word).or_insert_with(|| terms(word).next());
+                if let Some(term) = term.as_deref() {
+                    match counts.iter_mut().find(|(known, _)| known == term) {
+                        Some((_, count)) => *count += 1.0,
+                        None => counts.push((term.to_owned(), 1.0)),
+                    }
+                }
             }
-            lengths.push(counts.values().sum::<f64>().max(1.0));
-            for (term, count) in counts {
+            lengths.push(counts.iter().map(|(_, count)| count).sum::<f64>().max(1.0));
+            for (term, count) in counts.drain(..) {
                 postings.entry(term).or_default().push((index as u32, count));
             }
+            let mut memory_stems: Vec<String> = memory
+                .content
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|word| !word.is_empty())
+                .filter_map(|word| recall_term.entry(word).or_insert_with(|| crate::recall::term(word)).clone())
+                .chain(crate::recall::hyphen_joined(&memory.content).filter_map(|word| crate::recall::term(&word)))
+                .collect();
+            memory_stems.sort_unstable();
+            memory_stems.dedup();
+            stems.push(memory_stems.into_boxed_slice());
         }
         let average = if lengths.is_empty() { 1.0 } else { lengths.iter().sum::<f64>() / lengths.len() as f64 };
-        let stems = memories
-            .iter()
-            .map(|memory| {
-                let mut stems = crate::recall::terms(&memory.content);
-                stems.sort_unstable();
-                stems.dedup();
-                stems.into_boxed_slice()
-            })
-            .collect();
         Self { postings, lengths, average, stems }
     }
 
     /// Whether memory `position`'s content shares one of `message_terms` (recall's
     /// stemmed terms).
     pub fn shares_a_term(&self, position: usize, message_terms: &HashSet<String>) -> bool {
-        self.stems.get(position).is_some_and(|stems| stems.iter().any(|stem| message_terms.contains(stem)))
+        // A message has a few terms, a memory more: search each term in the sorted stems.
+        self.stems.get(position).is_some_and(|stems| message_terms.iter().any(|term| stems.binary_search(term).is_ok()))
     }
 
     /// One relevance per indexed memory, in index order.
@@ -155,6 +171,18 @@ pub fn rank_scored<'a>(
     message: Option<&str>,
     now: DateTime<Utc>,
 ) -> Vec<(&'a ContextMemory, f64, usize)> {
+    let saliences: Vec<f64> = memories.iter().map(|memory| memory.salience(now)).collect();
+    rank_with_saliences(memories, &saliences, index, message)
+}
+
+/// [`rank_scored`] with each memory's salience already computed (`saliences[i]` is
+/// `memories[i]`'s).
+pub fn rank_with_saliences<'a>(
+    memories: &'a [ContextMemory],
+    saliences: &[f64],
+    index: &RelevanceIndex,
+    message: Option<&str>,
+) -> Vec<(&'a ContextMemory, f64, usize)> {
     let relevance = match message {
         Some(message) if !memories.is_empty() => index.score(message),
         _ => vec![0.0; memories.len()],
@@ -162,12 +190,14 @@ pub fn rank_scored<'a>(
     let mut scored: Vec<(bool, f64, &ContextMemory, f64, usize)> = memories
         .iter()
         .zip(relevance)
+        .zip(saliences)
         .enumerate()
-        .map(|(position, (memory, relevance))| {
-            (memory.locked, memory.salience(now) * (0.5 + 0.5 * relevance), memory, relevance, position)
+        .map(|(position, ((memory, relevance), salience))| {
+            (memory.locked, salience * (0.5 + 0.5 * relevance), memory, relevance, position)
         })
         .collect();
-    scored.sort_by(|a, b| {
+    // Unstable is enough: the id makes every key distinct.
+    scored.sort_unstable_by(|a, b| {
         b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.created_at.cmp(&a.2.created_at)).then(a.2.id.cmp(&b.2.id))
     });
     scored.into_iter().map(|(_, _, memory, relevance, position)| (memory, relevance, position)).collect()
@@ -198,7 +228,24 @@ pub fn format_when(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     if (now - at).num_seconds() < 86_400 {
         return age;
     }
-    format!("{age}, on {}", at.format("%-d %B %Y"))
+    // Written out by hand: chrono's `format("%-d %B %Y")` parses its pattern on every
+    // call, and a warm enrich request dates every memory line and recall heading.
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let month = MONTHS[at.month0() as usize];
+    format!("{age}, on {} {month} {}", at.day(), at.year())
 }
 
 pub const MEMORY_HEADER: &str = "Your memories of this player:";
@@ -214,6 +261,64 @@ pub fn memory_line(memory: &ContextMemory, now: DateTime<Utc>) -> String {
         _ => "unforgettable",
     };
     format!("- {} ({}, {weight})", memory.content, format_when(memory.created_at, now))
+}
+
+/// A pair's memory lines with their tokens, formatted at most once a minute: the ages in
+/// them are read to the minute (from the clock at the minute's start), so the warm
+/// requests of a talk format and count none.
+#[derive(Debug, Default)]
+pub struct MemoryLines {
+    current: Mutex<Option<Arc<MinuteLines>>>,
+}
+
+/// The memory lines of one minute, each formatted when first asked for.
+#[derive(Debug)]
+pub struct MinuteLines {
+    minute: i64,
+    lines: Vec<OnceLock<(Arc<str>, usize)>>,
+    saliences: OnceLock<Vec<f64>>,
+}
+
+impl MemoryLines {
+    /// The lines of `now`'s minute for `count` memories (a fresh set once the minute turns).
+    pub fn at(&self, count: usize, now: DateTime<Utc>) -> Arc<MinuteLines> {
+        let minute = now.timestamp().div_euclid(60);
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*current {
+            Some(lines) if lines.minute == minute && lines.lines.len() == count => Arc::clone(lines),
+            _ => {
+                let lines = (0..count).map(|_| OnceLock::new()).collect();
+                let fresh = Arc::new(MinuteLines { minute, lines, saliences: OnceLock::new() });
+                *current = Some(Arc::clone(&fresh));
+                fresh
+            }
+        }
+    }
+}
+
+impl MinuteLines {
+    fn clock(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(self.minute * 60, 0).unwrap_or_default()
+    }
+
+    /// Each memory's salience at the minute's start (salience decays over weeks).
+    pub fn saliences(&self, memories: &[ContextMemory]) -> &[f64] {
+        self.saliences.get_or_init(|| memories.iter().map(|memory| memory.salience(self.clock())).collect())
+    }
+
+    /// Memory `position`'s [`memory_line`] and its tokens with the line break.
+    pub fn line(&self, position: usize, memory: &ContextMemory) -> (Arc<str>, usize) {
+        let format = || {
+            let text = memory_line(memory, self.clock());
+            let tokens = packing::line_tokens(&text);
+            (Arc::from(text), tokens)
+        };
+        match self.lines.get(position) {
+            Some(cell) => cell.get_or_init(format).clone(),
+            // Not a position of the set's memories: formatted on the spot, not kept.
+            None => format(),
+        }
+    }
 }
 
 /// Seed `_format_relationship`, with the attitude read from the dimensions that stand

@@ -11,13 +11,13 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
 use crate::context::format_when;
-use crate::tokens::count_tokens_cached;
+use crate::tokens::{count_tokens, count_tokens_cached};
 use crate::wire::Speaker;
 
 /// One turn of a recorded conversation, as recall holds it.
@@ -62,7 +62,7 @@ pub fn terms(text: &str) -> Vec<String> {
 }
 
 /// One written word's term: None for a stop word or a single character.
-fn term(word: &str) -> Option<String> {
+pub(crate) fn term(word: &str) -> Option<String> {
     // Single characters are no terms.
     word.chars().nth(1)?;
     let lower = word.to_lowercase();
@@ -84,6 +84,7 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
 /// An inverted index over one pair's turns, built once when the pair is loaded so that a
 /// request walks only the postings of its own terms.
@@ -190,7 +191,8 @@ impl TurnIndex {
     /// equal scores put the later turn first.
     pub fn search(&self, query: &str) -> Vec<(usize, f64)> {
         let query_terms: HashSet<String> = terms(query).into_iter().collect();
-        let mut scores: FastMap<u32, f64> = FastMap::default();
+        // One slot a turn: cheaper than a map for the hundreds of postings a question walks.
+        let mut scores = vec![0.0_f64; self.lengths.len()];
         let count = self.lengths.len() as f64;
         for term in &query_terms {
             let Some(&id) = self.vocabulary.get(term) else { continue };
@@ -200,12 +202,11 @@ impl TurnIndex {
             for &(position, frequency) in postings {
                 let frequency = f64::from(frequency);
                 let length = f64::from(self.lengths[position as usize]);
-                *scores.entry(position).or_insert(0.0) +=
+                scores[position as usize] +=
                     idf * frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / self.average_length));
             }
         }
-        let mut ranked: Vec<(usize, f64)> =
-            scores.into_iter().map(|(position, score)| (position as usize, score)).collect();
+        let mut ranked: Vec<(usize, f64)> = scores.into_iter().enumerate().filter(|(_, score)| *score > 0.0).collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         ranked
     }
@@ -355,6 +356,40 @@ pub fn estimated_need(turns: &[Turn], ranked: &[usize]) -> usize {
     if lines == 0 { 0 } else { lines + RECALL_HEADER.len() / 3 }
 }
 
+/// Each turn's line cost: the tokens of `- Aria: …` with the line break after it (0 for a
+/// turn without text), counted the first time a request considers the turn and kept with
+/// the pair, so a warm request formats and counts only the lines it shows.
+#[derive(Debug, Clone, Default)]
+pub struct LineCosts(Vec<OnceLock<LineCost>>);
+
+#[derive(Debug, Clone, Copy)]
+struct LineCost {
+    tokens: u32,
+    /// The text has no whitespace to collapse: the line shows it as it is.
+    tidy: bool,
+}
+
+impl LineCosts {
+    /// Room for `turns` turns, none counted yet.
+    pub fn new(turns: usize) -> Self {
+        Self((0..turns).map(|_| OnceLock::new()).collect())
+    }
+
+    fn of(&self, position: usize, turn: &Turn) -> LineCost {
+        let count = || {
+            let text = collapse_whitespace(&turn.text);
+            let tidy = matches!(text, Cow::Borrowed(_));
+            let tokens =
+                if text.is_empty() { 0 } else { count_tokens_cached(&format!("{}\n", line_of(turn, &text))) as u32 };
+            LineCost { tokens, tidy }
+        };
+        match self.0.get(position) {
+            Some(cell) => *cell.get_or_init(count),
+            None => count(),
+        }
+    }
+}
+
 /// The packed section: its text, its token count and the turns it shows, chronological.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackedRecall {
@@ -386,6 +421,32 @@ pub fn conversation_heading(said_at: DateTime<Utc>, now: DateTime<Utc>) -> Strin
     format!("{}:", capitalise(&format_when(said_at, now)))
 }
 
+/// Tokens of [`conversation_heading`] with its line break. A heading is a function of
+/// the whole minutes since the conversation (under a day old) or the whole days and its
+/// date (from a day old), so its count is kept per thread under those and the heading is
+/// only formatted on a miss: a request weighs a heading for every conversation it looks at.
+fn heading_cost(said_at: DateTime<Utc>, now: DateTime<Utc>) -> usize {
+    thread_local! {
+        static COSTS: std::cell::RefCell<FastMap<(i64, i64), usize>> = std::cell::RefCell::default();
+    }
+    const MAX_REMEMBERED: usize = 10_000;
+    let elapsed = (now - said_at).num_seconds().max(0);
+    let key =
+        if elapsed < 86_400 { (-1, elapsed / 60) } else { (elapsed / 86_400, said_at.timestamp().div_euclid(86_400)) };
+    COSTS.with(|costs| {
+        if let Some(&cost) = costs.borrow().get(&key) {
+            return cost;
+        }
+        let cost = count_tokens_cached(&format!("{}\n", conversation_heading(said_at, now)));
+        let mut costs = costs.borrow_mut();
+        if costs.len() >= MAX_REMEMBERED {
+            costs.clear();
+        }
+        costs.insert(key, cost);
+        cost
+    })
+}
+
 /// Packs the best of `ranked` (positions into `turns`, best first) into at most `budget`
 /// tokens: each hit, then the reply that followed it for the first
 /// [`PackRules::neighbours_of_top`] hits, skipping any turn whose text another section
@@ -393,36 +454,40 @@ pub fn conversation_heading(said_at: DateTime<Utc>, now: DateTime<Utc>) -> Strin
 /// their age, oldest first. None when nothing fits.
 pub fn pack(
     turns: &[Turn],
+    costs: &LineCosts,
     ranked: &[usize],
     budget: usize,
     shown: &[&str],
     rules: &PackRules,
     now: DateTime<Utc>,
 ) -> Option<PackedRecall> {
-    let header_cost = count_tokens_cached(RECALL_HEADER) + 1;
+    let header_cost = count_tokens_cached(&format!("{RECALL_HEADER}\n"));
     let mut used = header_cost;
     let mut chosen: Vec<usize> = Vec::new();
-    let mut chosen_set: HashSet<usize> = HashSet::new();
-    let mut headed: HashSet<Uuid> = HashSet::new();
+    let mut chosen_set: FastSet<usize> = FastSet::default();
+    let mut headed: FastSet<Uuid> = FastSet::default();
     let mut consider = |position: usize, used: &mut usize, chosen: &mut Vec<usize>| -> bool {
         let Some(turn) = turns.get(position) else { return true };
         if chosen_set.contains(&position) {
             return true;
         }
-        let text = collapse_whitespace(&turn.text);
-        if text.is_empty() {
+        let line = costs.of(position, turn);
+        let mut cost = line.tokens as usize;
+        if cost == 0 {
             return true;
         }
-        let mut cost = count_tokens_cached(&line_of(turn, &text)) + 1;
         if !headed.contains(&turn.conversation_id) {
-            cost += count_tokens_cached(&conversation_heading(turn.said_at, now)) + 1;
+            cost += heading_cost(turn.said_at, now);
         }
         if *used + cost > budget {
             return false;
         }
         // Only for a turn that fits: scanning the other sections costs more than the rest.
-        if shown.iter().any(|section| section.contains(&*text)) {
-            return true;
+        if !shown.is_empty() {
+            let text = if line.tidy { Cow::Borrowed(turn.text.as_str()) } else { collapse_whitespace(&turn.text) };
+            if shown.iter().any(|section| memchr::memmem::find(section.as_bytes(), text.as_bytes()).is_some()) {
+                return true;
+            }
         }
         *used += cost;
         headed.insert(turn.conversation_id);
@@ -458,8 +523,7 @@ pub fn pack(
     };
     while !chosen.is_empty() {
         let positions = chronological(&chosen);
-        let content = render(turns, &positions, now);
-        let token_count = count_tokens_cached(&content);
+        let (content, token_count) = render_counted(turns, costs, &positions, now);
         if token_count <= budget {
             return Some(PackedRecall { content, token_count, turns: positions });
         }
@@ -481,6 +545,39 @@ pub fn render(turns: &[Turn], positions: &[usize], now: DateTime<Utc>) -> String
         lines.push(turn_line(turn));
     }
     lines.join("\n")
+}
+
+/// [`render`] and its exact token count, from the kept line costs: every line of the
+/// section starts with a character that is not whitespace, so [`count_tokens_cached`]'s
+/// segments are its lines with their line breaks, and only the last line (which has
+/// none) is counted here.
+fn render_counted(turns: &[Turn], costs: &LineCosts, positions: &[usize], now: DateTime<Utc>) -> (String, usize) {
+    let mut content = String::with_capacity(positions.len() * 120);
+    let mut tokens = 0;
+    let mut last_line = (0, 0);
+    let mut push = |content: &mut String, line: &str, cost: usize| {
+        last_line = (content.len(), cost);
+        content.push_str(line);
+        content.push('\n');
+        tokens += cost;
+    };
+    push(&mut content, RECALL_HEADER, count_tokens_cached(&format!("{RECALL_HEADER}\n")));
+    let mut current: Option<Uuid> = None;
+    for &position in positions {
+        let turn = &turns[position];
+        if current != Some(turn.conversation_id) {
+            let heading = conversation_heading(turn.said_at, now);
+            let cost = count_tokens_cached(&format!("{heading}\n"));
+            push(&mut content, &heading, cost);
+            current = Some(turn.conversation_id);
+        }
+        push(&mut content, &turn_line(turn), costs.of(position, turn).tokens as usize);
+    }
+    content.pop();
+    let (start, cost) = last_line;
+    let tokens = tokens - cost + count_tokens_cached(&content[start..]);
+    debug_assert_eq!(tokens, count_tokens(&content), "{content}");
+    (content, tokens)
 }
 
 /// `text` with runs of whitespace as one space and none at the ends; borrowed when it

@@ -10,6 +10,7 @@
 //! that matches nothing) the shares fall back to the configured ones.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -22,12 +23,27 @@ use crate::wire::ContextSection;
 pub const WORKING_MEMORY_HEADER: &str = "Your recent conversations with this player:";
 pub const KNOWLEDGE_HEADER: &str = "Things you know:";
 
-/// One candidate line of a section, and whether it is relevant to the message.
+/// One candidate line of a section, its cost, and whether it is relevant to the message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
-    pub text: String,
+    /// Shared: a pair's memory lines are kept formatted ([`super::MemoryLines`]).
+    pub text: Arc<str>,
+    /// Its tokens with the line break after it (an upper bound when it ends the section).
+    pub tokens: usize,
     /// Shares a word with the message (or must be shown, like a locked memory).
     pub matches: bool,
+}
+
+impl Line {
+    pub fn new(text: String, matches: bool) -> Self {
+        let tokens = line_tokens(&text);
+        Self { text: text.into(), tokens, matches }
+    }
+}
+
+/// A line's tokens with the line break after it, as [`Line::tokens`] holds them.
+pub fn line_tokens(text: &str) -> usize {
+    count_tokens(text) + 1
 }
 
 /// A memory's line and id (the ids of shown memories count as accessed).
@@ -49,6 +65,8 @@ pub struct FactLine {
 #[derive(Debug, Clone)]
 pub struct RecallCandidates<'a> {
     pub turns: &'a [Turn],
+    /// The pair's kept line costs ([`recall::LineCosts`]).
+    pub costs: &'a recall::LineCosts,
     pub ranked: Vec<usize>,
 }
 
@@ -195,7 +213,8 @@ pub fn pack(
         let others: usize = sections.iter().map(|s| s.token_count as usize).sum();
         let room = pool.saturating_sub(others).max(budget("recall"));
         let shown: Vec<&str> = sections.iter().map(|s| s.content.as_str()).collect();
-        if let Some(packed) = recall::pack(recall.turns, &recall.ranked, room, &shown, recall_rules, now) {
+        if let Some(packed) = recall::pack(recall.turns, recall.costs, &recall.ranked, room, &shown, recall_rules, now)
+        {
             let position = sections.iter().position(|s| s.provider == "knowledge" || s.provider == "mood");
             let section = ContextSection {
                 provider: "recall".into(),
@@ -215,7 +234,7 @@ fn lines_need<'l>(header: &str, lines: impl Iterator<Item = &'l &'l Line>) -> us
         return 0;
     }
     // As push_lines counts: the header and each line with its line break.
-    count_tokens(header) + 1 + lines.map(|line| count_tokens(&line.text) + 1).sum::<usize>()
+    count_tokens(header) + 1 + lines.map(|line| line.tokens).sum::<usize>()
 }
 
 /// One section when it fits its budget.
@@ -238,7 +257,7 @@ fn push_lines(
     let mut kept = vec![header];
     let mut used = count_tokens(header) + 1;
     for line in lines {
-        let cost = count_tokens(&line.text) + 1;
+        let cost = line.tokens;
         if used + cost > budget {
             break;
         }

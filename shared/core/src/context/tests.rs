@@ -69,6 +69,17 @@ fn an_age_of_a_day_or_more_carries_its_date() {
 }
 
 #[test]
+fn the_written_date_is_chronos_for_every_day_of_several_years() {
+    let now = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap();
+    for days in 1..(6 * 366) {
+        let at = now - chrono::Duration::days(days);
+        let written = format_when(at, now);
+        let date = written.rsplit_once(", on ").map(|(_, date)| date.to_owned());
+        assert_eq!(date, Some(at.format("%-d %B %Y").to_string()), "{at}");
+    }
+}
+
+#[test]
 fn reputation_names_the_stage_or_falls_back_for_strangers() {
     let mut friend = Relationship::initial(0.0);
     friend.stage = Stage::TrustedAlly;
@@ -133,4 +144,52 @@ fn a_persona_with_only_a_name_renders_no_empty_parts() {
         ),
         "{prompt}"
     );
+}
+
+#[test]
+fn kept_memory_lines_are_the_minutes_lines_and_a_new_minute_formats_them_anew() {
+    let now = Utc.with_ymd_and_hms(2026, 3, 10, 12, 0, 42).unwrap();
+    let minute_start = Utc.with_ymd_and_hms(2026, 3, 10, 12, 0, 0).unwrap();
+    let memories = vec![
+        memory("Aria bought a sword.", &["trade"], 0.6, 3, now),
+        memory("Aria lied to the guard.", &[], 0.9, 40, now),
+    ];
+    let kept = MemoryLines::default();
+    let lines = kept.at(memories.len(), now);
+    for (position, memory) in memories.iter().enumerate() {
+        let (text, tokens) = lines.line(position, memory);
+        let expected = memory_line(memory, minute_start);
+        assert_eq!(&*text, expected);
+        assert_eq!(tokens, crate::tokens::count_tokens(&expected) + 1);
+    }
+    let saliences: Vec<f64> = memories.iter().map(|memory| memory.salience(minute_start)).collect();
+    assert_eq!(lines.saliences(&memories), saliences.as_slice());
+    // The same minute shares the set; the next minute (or other memories) gets its own.
+    assert!(Arc::ptr_eq(&lines, &kept.at(memories.len(), now + TimeDelta::seconds(10))));
+    assert!(!Arc::ptr_eq(&lines, &kept.at(memories.len(), now + TimeDelta::seconds(30))));
+    assert!(!Arc::ptr_eq(
+        &kept.at(memories.len(), now + TimeDelta::seconds(30)),
+        &kept.at(1, now + TimeDelta::seconds(30))
+    ));
+}
+
+#[test]
+fn ranking_with_kept_saliences_is_ranking_with_computed_ones() {
+    let now = Utc.with_ymd_and_hms(2026, 3, 10, 12, 0, 0).unwrap();
+    let memories: Vec<ContextMemory> = (0..40)
+        .map(|i| {
+            memory(&format!("Aria traded item {i} at the mill"), &["trade"], 0.1 + (i % 7) as f64 / 10.0, i % 9, now)
+        })
+        .collect();
+    let index = RelevanceIndex::build(&memories);
+    let saliences: Vec<f64> = memories.iter().map(|memory| memory.salience(now)).collect();
+    for message in [None, Some("the mill"), Some("item 7")] {
+        let ids = |ranked: Vec<(&ContextMemory, f64, usize)>| {
+            ranked.into_iter().map(|(m, _, p)| (m.id, p)).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(rank_with_saliences(&memories, &saliences, &index, message)),
+            ids(rank_scored(&memories, &index, message, now))
+        );
+    }
 }

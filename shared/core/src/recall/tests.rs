@@ -146,7 +146,8 @@ fn packing_stays_within_budget_and_shows_hits_with_their_reply_dated_oldest_firs
     let turns = history();
     let index = TurnIndex::build(&turns);
     let ranked: Vec<usize> = index.search("brother missing mill").into_iter().map(|(p, _)| p).collect();
-    let packed = pack(&turns, &ranked, 200, &[], &PackRules::default(), now).expect("something fits");
+    let packed = pack(&turns, &LineCosts::new(turns.len()), &ranked, 200, &[], &PackRules::default(), now)
+        .expect("something fits");
     assert!(packed.token_count <= 200);
     assert_eq!(packed.token_count, count_tokens_cached(&packed.content));
     assert!(packed.content.starts_with(RECALL_HEADER));
@@ -163,7 +164,9 @@ fn packing_never_exceeds_the_budget_whatever_its_size() {
     let turns = history();
     let ranked: Vec<usize> = (0..turns.len()).rev().collect();
     for budget in 0..300 {
-        if let Some(packed) = pack(&turns, &ranked, budget, &[], &PackRules::default(), now) {
+        if let Some(packed) =
+            pack(&turns, &LineCosts::new(turns.len()), &ranked, budget, &[], &PackRules::default(), now)
+        {
             assert!(packed.token_count <= budget, "budget {budget}: {}", packed.token_count);
             assert_eq!(packed.token_count, count_tokens_cached(&packed.content));
         } else {
@@ -177,11 +180,21 @@ fn a_line_another_section_shows_is_not_repeated() {
     let now = now();
     let turns = history();
     let shown = "Aria spoke with Brom (2 messages). Aria: \"My brother Tomas went missing near the old mill.\"";
-    let packed = pack(&turns, &[10, 11], 500, &[shown], &PackRules::default(), now).expect("the reply fits");
+    let packed = pack(&turns, &LineCosts::new(turns.len()), &[10, 11], 500, &[shown], &PackRules::default(), now)
+        .expect("the reply fits");
     assert!(!packed.content.contains("Tomas"));
     assert!(packed.content.contains("ears open"));
     assert!(
-        pack(&turns, &[10], 500, &[shown], &PackRules { neighbours_of_top: 0, ..Default::default() }, now).is_none()
+        pack(
+            &turns,
+            &LineCosts::new(turns.len()),
+            &[10],
+            500,
+            &[shown],
+            &PackRules { neighbours_of_top: 0, ..Default::default() },
+            now
+        )
+        .is_none()
     );
 }
 
@@ -267,7 +280,8 @@ fn the_npc_s_own_line_is_found_and_shown_as_its_own() {
     turns.push(turn(99, 1, Speaker::Npc, "The mines at Karst take anyone who can swing a pick.", at(3, now)));
     let ranked: Vec<usize> =
         TurnIndex::build(&turns).search("What did you tell me about the mines?").into_iter().map(|(p, _)| p).collect();
-    let packed = pack(&turns, &ranked, 300, &[], &PackRules::default(), now).expect("something fits");
+    let packed = pack(&turns, &LineCosts::new(turns.len()), &ranked, 300, &[], &PackRules::default(), now)
+        .expect("something fits");
     assert!(
         packed.content.contains("\n- You: The mines at Karst take anyone who can swing a pick."),
         "{}",
@@ -275,4 +289,17 @@ fn the_npc_s_own_line_is_found_and_shown_as_its_own() {
     );
     let unnamed = Turn { speaker_name: None, ..turns[turns.len() - 2].clone() };
     assert_eq!(turn_line(&unnamed), "- They: Where should I look for work?");
+}
+
+#[test]
+fn a_kept_heading_count_is_the_count_of_the_heading_it_stands_for() {
+    for now in
+        [Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).unwrap(), Utc.with_ymd_and_hms(2027, 3, 1, 0, 0, 59).unwrap()]
+    {
+        for minutes in (0..3 * 365 * 24 * 60).step_by(97) {
+            let said_at = now - TimeDelta::minutes(minutes) - TimeDelta::seconds(minutes % 60);
+            let heading = format!("{}\n", conversation_heading(said_at, now));
+            assert_eq!(heading_cost(said_at, now), count_tokens(&heading), "{heading}");
+        }
+    }
 }

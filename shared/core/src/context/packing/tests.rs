@@ -2,6 +2,7 @@ use chrono::{TimeDelta, TimeZone};
 use proptest::prelude::*;
 
 use super::*;
+use crate::recall::LineCosts;
 use crate::wire::Speaker;
 
 fn now() -> DateTime<Utc> {
@@ -25,12 +26,10 @@ fn memories(count: usize, matches: bool) -> Vec<MemoryLine> {
     (0..count)
         .map(|index| MemoryLine {
             id: Uuid::from_u128(1_000 + index as u128),
-            line: Line {
-                text: format!(
-                    "- Aria traded some ordinary goods with you at the market stall {index} (3 days ago, minor)"
-                ),
+            line: Line::new(
+                format!("- Aria traded some ordinary goods with you at the market stall {index} (3 days ago, minor)"),
                 matches,
-            },
+            ),
         })
         .collect()
 }
@@ -44,7 +43,11 @@ fn recalled_turns_that_match_are_not_starved_by_memories_that_do_not() {
     let history = turns(60, "We talked about the missing brother near the old mill");
     let candidates = Candidates {
         memory: memories(40, false),
-        recall: Some(RecallCandidates { turns: &history, ranked: (0..60).collect() }),
+        recall: Some(RecallCandidates {
+            turns: &history,
+            costs: &LineCosts::new(history.len()),
+            ranked: (0..60).collect(),
+        }),
         ..Candidates::default()
     };
     let packed = pack(&candidates, &BudgetManager::default(), &PackRules::default(), 600, now());
@@ -62,7 +65,11 @@ fn matching_memories_keep_their_share_beside_matching_turns() {
     let history = turns(60, "We talked about the missing brother near the old mill");
     let candidates = Candidates {
         memory: memories(40, true),
-        recall: Some(RecallCandidates { turns: &history, ranked: (0..60).collect() }),
+        recall: Some(RecallCandidates {
+            turns: &history,
+            costs: &LineCosts::new(history.len()),
+            ranked: (0..60).collect(),
+        }),
         ..Candidates::default()
     };
     let packed = pack(&candidates, &BudgetManager::default(), &PackRules::default(), 600, now());
@@ -76,10 +83,7 @@ fn matching_memories_keep_their_share_beside_matching_turns() {
 #[test]
 fn without_a_match_the_configured_shares_hold() {
     let wm: Vec<Line> = (0..10)
-        .map(|i| Line {
-            text: format!("- Aria asked about the weather and the roads, day {i} (2 hours ago)"),
-            matches: false,
-        })
+        .map(|i| Line::new(format!("- Aria asked about the weather and the roads, day {i} (2 hours ago)"), false))
         .collect();
     let candidates = Candidates { working_memory: wm, memory: memories(40, false), ..Candidates::default() };
     let packed = pack(&candidates, &BudgetManager::default(), &PackRules::default(), 200, now());
@@ -104,11 +108,8 @@ fn matching_lines_come_first_within_a_section_and_shown_memory_ids_follow_them()
 #[test]
 fn a_fact_whose_memory_is_shown_is_left_out() {
     let lines = memories(1, true);
-    let fact = FactLine {
-        source_memory_id: Some(lines[0].id),
-        line: Line { text: "- Aria traded with you".into(), matches: true },
-    };
-    let other = FactLine { source_memory_id: None, line: Line { text: "- The mill burned".into(), matches: false } };
+    let fact = FactLine { source_memory_id: Some(lines[0].id), line: Line::new("- Aria traded with you".into(), true) };
+    let other = FactLine { source_memory_id: None, line: Line::new("- The mill burned".into(), false) };
     let candidates = Candidates { memory: lines, knowledge: vec![fact, other], ..Candidates::default() };
     let packed = pack(&candidates, &BudgetManager::default(), &PackRules::default(), 500, now());
     let knowledge = packed.sections.iter().find(|s| s.provider == "knowledge").expect("a knowledge section");
@@ -136,10 +137,10 @@ proptest! {
         let candidates = Candidates {
             relationship: with_relationship.then(|| "Relationship: Friend. You like them.".to_owned()),
             memory: memories(memory_count, memory_matches),
-            recall: Some(RecallCandidates { turns: &history, ranked: (0..turn_count).rev().collect() }),
+            recall: Some(RecallCandidates { turns: &history, costs: &LineCosts::new(history.len()), ranked: (0..turn_count).rev().collect() }),
             knowledge: vec![FactLine {
                 source_memory_id: None,
-                line: Line { text: "- The harvest failed".into(), matches: true },
+                line: Line::new("- The harvest failed".into(), true),
             }],
             mood: Some("You are feeling quite anxious.".into()),
             ..Candidates::default()
