@@ -63,6 +63,11 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
                 u32::try_from(kib.max(floor)).unwrap_or(u32::MAX)
             }
         })
+        // LRU, not moka's default TinyLFU: a talk is a burst of requests for a pair that
+        // was cold until now. TinyLFU refuses a new pair into a full cache while the pairs
+        // there have been asked more often, so the talk that starts now missed on every
+        // line (`bench enrich` with 10,000 pairs and 1,000 talking: 5 ms at p50, not 0.4).
+        .eviction_policy(moka::policy::EvictionPolicy::lru())
         .expire_after(ContextTtl { ttl: Duration::from_secs(config.enrich_cache_ttl_secs), switches })
         .support_invalidation_closures()
         .build();

@@ -111,21 +111,42 @@ pub struct RelationshipPart {
 impl PairData {
     /// What the entry holds in memory, roughly: text, indexes and per-row overhead.
     pub fn approximate_bytes(&self) -> usize {
+        use npcmem_core::heap_bytes;
+        use std::mem::size_of;
         let memories = self.memories.as_ref().map_or(0, |part| {
-            part.memories
+            let rows: usize = part
+                .memories
                 .iter()
-                .map(|m| m.content.len() + m.tags.iter().map(|t| t.len() + 24).sum::<usize>() + 120)
-                .sum::<usize>()
-                * 2
+                .map(|m| {
+                    size_of::<ContextMemory>()
+                        + heap_bytes(m.content.len())
+                        + heap_bytes(m.tags.capacity() * size_of::<String>())
+                        + m.tags.iter().map(|t| heap_bytes(t.len())).sum::<usize>()
+                        // Its formatted line, kept a minute ([`context::MemoryLines`]).
+                        + heap_bytes(m.content.len() + 56)
+                        + 40
+                })
+                .sum();
+            rows + part.index.approximate_bytes()
         });
-        let summaries =
-            self.working_memory.as_ref().map_or(0, |rows| rows.iter().map(|(text, _)| text.len() + 40).sum::<usize>());
-        let knowledge =
-            self.knowledge.as_ref().map_or(0, |facts| facts.iter().map(|f| f.content.len() + 200).sum::<usize>());
+        let summaries = self.working_memory.as_ref().map_or(0, |rows| {
+            rows.iter().map(|(text, _)| heap_bytes(text.len()) + size_of::<(String, DateTime<Utc>)>()).sum::<usize>()
+        });
+        let knowledge = self
+            .knowledge
+            .as_ref()
+            .map_or(0, |facts| facts.iter().map(|f| 2 * heap_bytes(f.content.len()) + 240).sum::<usize>());
         let recall = self.recall.as_ref().map_or(0, |part| {
-            part.turns.iter().map(|t| t.text.len() + t.speaker_name.as_ref().map_or(0, String::len) + 96).sum::<usize>()
+            part.turns.capacity() * size_of::<Turn>()
+                + part
+                    .turns
+                    .iter()
+                    .map(|t| {
+                        heap_bytes(t.text.len()) + t.speaker_name.as_ref().map_or(0, |name| heap_bytes(name.len()))
+                    })
+                    .sum::<usize>()
                 + part.index.approximate_bytes()
-                + part.turns.len() * 12
+                + part.turns.len() * 16
                 + part.vectors.as_ref().map_or(0, TurnVectors::approximate_bytes)
         });
         1024 + memories + summaries + knowledge + recall

@@ -115,6 +115,24 @@ impl RelevanceIndex {
         Self { postings, lengths, average, stems }
     }
 
+    /// Bytes the index holds, roughly (for cache weighing): its postings and each
+    /// memory's stems, with the allocator's overhead.
+    pub fn approximate_bytes(&self) -> usize {
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(|(term, list)| crate::heap_bytes(term.len()) + crate::heap_bytes(list.capacity() * 16) + 56)
+            .sum();
+        let stems: usize = self
+            .stems
+            .iter()
+            .map(|stems| {
+                crate::heap_bytes(stems.len() * 24) + stems.iter().map(|s| crate::heap_bytes(s.len())).sum::<usize>()
+            })
+            .sum();
+        postings + stems + self.lengths.len() * 8
+    }
+
     /// Whether memory `position`'s content shares one of `message_terms` (recall's
     /// stemmed terms).
     pub fn shares_a_term(&self, position: usize, message_terms: &HashSet<String>) -> bool {

@@ -36,3 +36,9 @@ pub use redact::{PiiRedactor, RedactionReport, luhn_valid};
 pub use summary::{summarize_conversation, truncate_chars};
 pub use validate::{ConversationLimits, ReasonCode, ValidationError, decode_conversation_ended, decode_message};
 pub use wire::SCHEMA_VERSION;
+
+/// What an allocation of `len` bytes takes from the heap, roughly (glibc's malloc: 8 bytes
+/// of header, 16-byte rounding, 32 bytes at least): for weighing what a cache holds.
+pub fn heap_bytes(len: usize) -> usize {
+    if len == 0 { 0 } else { (len + 8).next_multiple_of(16).max(32) }
+}

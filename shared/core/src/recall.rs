@@ -170,9 +170,9 @@ impl TurnIndex {
 
     /// Bytes the index holds, roughly (for cache weighing).
     pub fn approximate_bytes(&self) -> usize {
-        self.vocabulary.keys().map(|term| term.len() + 40).sum::<usize>()
-            + self.postings.iter().map(|list| list.len() * 8 + 24).sum::<usize>()
-            + self.lengths.len() * 4
+        self.vocabulary.keys().map(|term| crate::heap_bytes(term.len()) + 40).sum::<usize>()
+            + self.postings.iter().map(|list| crate::heap_bytes(list.capacity() * 8) + 24).sum::<usize>()
+            + self.lengths.capacity() * 4
     }
 
     /// The terms of `message` that pick something out of this pair's history: those in

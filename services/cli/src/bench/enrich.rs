@@ -194,6 +194,8 @@ async fn measure(
         invalidate().await?;
         let (cold, rate) = sweep(nats, &subject, &payloads, 1).await?;
         print_run("enrich, cold cache (each pair's first request, 1 concurrent)", &cold, rate);
+        // The pairs talking now, loaded: the warm runs then meet a warm cache.
+        sweep(nats, &subject, &talking, 8).await?;
         for concurrency in &args.concurrency {
             let (histogram, rate) = closed_loop(nats, &subject, &talking, *concurrency, args.seconds).await?;
             print_run(&format!("enrich, warm cache, {concurrency} concurrent"), &histogram, rate);
