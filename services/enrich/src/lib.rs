@@ -52,25 +52,8 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
         npcmem_service::switches::AT_LEAST_EVERY,
     )
     .await?;
-    let cache = moka::future::Cache::builder()
-        // Weighed in KiB: whichever of the two limits is reached first evicts.
-        .max_capacity(config.enrich_cache_max_mb.saturating_mul(1024))
-        .weigher({
-            let pairs = config.enrich_cache_capacity.max(1);
-            let floor = (config.enrich_cache_max_mb.saturating_mul(1024) / pairs).max(1);
-            move |_pair: &loader::Pair, data: &Arc<loader::PairData>| -> u32 {
-                let kib = (data.approximate_bytes() / 1024) as u64;
-                u32::try_from(kib.max(floor)).unwrap_or(u32::MAX)
-            }
-        })
-        // LRU, not moka's default TinyLFU: a talk is a burst of requests for a pair that
-        // was cold until now. TinyLFU refuses a new pair into a full cache while the pairs
-        // there have been asked more often, so the talk that starts now missed on every
-        // line (`bench enrich` with 10,000 pairs and 1,000 talking: 5 ms at p50, not 0.4).
-        .eviction_policy(moka::policy::EvictionPolicy::lru())
-        .expire_after(ContextTtl { ttl: Duration::from_secs(config.enrich_cache_ttl_secs), switches })
-        .support_invalidation_closures()
-        .build();
+    let ttl = ContextTtl { ttl: Duration::from_secs(config.enrich_cache_ttl_secs), switches };
+    let cache = pair_cache(config.enrich_cache_max_mb, config.enrich_cache_capacity, ttl);
     let (accessed, accessed_rx) = tokio::sync::mpsc::unbounded_channel();
     let invalidations = Arc::new(loader::Invalidations::default());
     let loader = loader::Loader::new(
@@ -144,6 +127,30 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
 
 /// How long a pair's context stays cached: `ttl`, three times that in degraded mode
 /// (less load on Postgres). Writers invalidate entries sooner.
+/// The cache of pairs' data: at most `max_mb` by their estimated size and `capacity`
+/// pairs, each for the TTL.
+fn pair_cache(max_mb: u64, capacity: u64, ttl: ContextTtl) -> moka::future::Cache<loader::Pair, Arc<loader::PairData>> {
+    moka::future::Cache::builder()
+        // Weighed in KiB: whichever of the two limits is reached first evicts.
+        .max_capacity(max_mb.saturating_mul(1024))
+        .weigher({
+            let pairs = capacity.max(1);
+            let floor = (max_mb.saturating_mul(1024) / pairs).max(1);
+            move |_pair: &loader::Pair, data: &Arc<loader::PairData>| -> u32 {
+                let kib = (data.approximate_bytes() / 1024) as u64;
+                u32::try_from(kib.max(floor)).unwrap_or(u32::MAX)
+            }
+        })
+        // LRU, not moka's default TinyLFU: a talk is a burst of requests for a pair that
+        // was cold until now. TinyLFU refuses a new pair into a full cache while the pairs
+        // there have been asked more often, so the talk that starts now missed on every
+        // line (`bench enrich` with 10,000 pairs and 1,000 talking: 5 ms at p50, not 0.4).
+        .eviction_policy(moka::policy::EvictionPolicy::lru())
+        .expire_after(ttl)
+        .support_invalidation_closures()
+        .build()
+}
+
 struct ContextTtl {
     ttl: Duration,
     switches: tokio::sync::watch::Receiver<npcmem_store::switches::Switches>,
@@ -216,5 +223,32 @@ async fn invalidate(
             }
             loader::Scope::All => cache.invalidate_all(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_talk_that_starts_now_is_cached_in_a_cache_full_of_pairs_asked_more_often() {
+        let (_sender, switches) = tokio::sync::watch::channel(npcmem_store::switches::Switches::default());
+        // Room for two pairs: each weighs at least max / capacity.
+        let cache = pair_cache(1, 2, ContextTtl { ttl: Duration::from_secs(60), switches });
+        let pair = |n: u128| (uuid::Uuid::from_u128(n), uuid::Uuid::from_u128(n));
+        for n in [1, 2] {
+            cache.insert(pair(n), Arc::default()).await;
+        }
+        for _ in 0..20 {
+            for n in [1, 2] {
+                assert!(cache.get(&pair(n)).await.is_some());
+            }
+        }
+        cache.run_pending_tasks().await;
+        cache.insert(pair(3), Arc::default()).await;
+        cache.run_pending_tasks().await;
+        assert!(cache.get(&pair(3)).await.is_some(), "the new talk's pair is cached");
+        assert!(cache.get(&pair(1)).await.is_none(), "the least recently asked pair made room");
+        assert_eq!(cache.entry_count(), 2);
     }
 }
