@@ -238,6 +238,22 @@ pub fn format_age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// The months' English names, January first.
+pub const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
 /// An age with its date from a day old on: "2 hours ago", "yesterday, on 7 May 2023",
 /// "3 weeks ago, on 8 May 2023". The date answers "when did …" where an age alone needs
 /// the reader to know today's date.
@@ -248,20 +264,6 @@ pub fn format_when(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
     // Written out by hand: chrono's `format("%-d %B %Y")` parses its pattern on every
     // call, and a warm enrich request dates every memory line and recall heading.
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
     let month = MONTHS[at.month0() as usize];
     format!("{age}, on {} {month} {}", at.day(), at.year())
 }

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::context::MONTHS;
+
 /// A small deterministic generator (SplitMix64): the same seed gives the same cases on
 /// every machine, and no crate is needed for it.
 #[derive(Debug, Clone)]
@@ -939,21 +941,6 @@ const PLACES: &[&str] = &[
 
 const ITEMS: &[&str] = &["sword", "shield", "health potion", "longbow", "iron ore", "map", "lantern", "ruby ring"];
 
-const MONTHS: &[&str] = &[
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
 fn ordinal(number: usize) -> String {
     let suffix = match (number % 10, number % 100) {
         (_, 11..=13) => "th",
@@ -999,7 +986,7 @@ fn game_line(rng: &mut Rng) -> String {
         4 => format!(
             "It happened on the {} of {}, {}.",
             ordinal(rng.between(1, 31)),
-            rng.pick(MONTHS),
+            rng.pick(&MONTHS),
             rng.between(900, 2026)
         ),
         5 => format!("{character} reached level {} today!", rng.between(1, 99)),
@@ -1073,7 +1060,7 @@ fn game_line(rng: &mut Rng) -> String {
             rng.between(10, 999),
             rng.between(1, 20),
             ordinal(rng.between(1, 28)),
-            rng.pick(MONTHS)
+            rng.pick(&MONTHS)
         ),
     }
 }
