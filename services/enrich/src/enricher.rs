@@ -101,10 +101,13 @@ impl Enricher {
         };
         // With a persona, one token of slack: the context's first and last tokens may not
         // merge with the template around them as the empty placeholder did.
+        // Every age in the reply is read from the start of this minute (memory lines are
+        // kept formatted a minute at a time).
+        let shown_at = context::minute_start(now);
         let mut pool = (max_tokens as usize).saturating_sub(if frame > 0 { frame + 1 } else { 0 });
         loop {
             let Packed { sections, memory_ids } =
-                packing::pack(&candidates.sections, &self.budgets, &self.recall_rules, pool, now);
+                packing::pack(&candidates.sections, &self.budgets, &self.recall_rules, pool, shown_at);
             let memory_context = sections.iter().map(|s| s.content.as_str()).collect::<Vec<_>>().join("\n\n");
             placeholders.insert("memory_context".to_owned(), memory_context);
             let (system_prompt, token_count) = match &request.npc {
@@ -187,7 +190,7 @@ impl<'a> Candidates<'a> {
             .flat_map(|rows| rows.iter())
             .map(|(summary, at)| {
                 Line::new(
-                    format!("- {summary} ({})", format_when(*at, now)),
+                    format!("- {summary} ({})", format_when(*at, context::minute_start(now))),
                     packing::shares_a_term(summary, &message_terms),
                 )
             })

@@ -125,8 +125,6 @@ pub async fn run(mut config: EnrichConfig, shutdown: Shutdown) -> Result<(), Ser
     Ok(())
 }
 
-/// How long a pair's context stays cached: `ttl`, three times that in degraded mode
-/// (less load on Postgres). Writers invalidate entries sooner.
 /// The cache of pairs' data: at most `max_mb` by their estimated size and `capacity`
 /// pairs, each for the TTL.
 fn pair_cache(max_mb: u64, capacity: u64, ttl: ContextTtl) -> moka::future::Cache<loader::Pair, Arc<loader::PairData>> {
@@ -151,6 +149,8 @@ fn pair_cache(max_mb: u64, capacity: u64, ttl: ContextTtl) -> moka::future::Cach
         .build()
 }
 
+/// How long a pair's context stays cached: `ttl`, three times that in degraded mode
+/// (less load on Postgres). Writers invalidate entries sooner.
 struct ContextTtl {
     ttl: Duration,
     switches: tokio::sync::watch::Receiver<npcmem_store::switches::Switches>,

@@ -132,6 +132,7 @@ impl PairData {
         let summaries = self.working_memory.as_ref().map_or(0, |rows| {
             rows.iter().map(|(text, _)| heap_bytes(text.len()) + size_of::<(String, DateTime<Utc>)>()).sum::<usize>()
         });
+        // A fact's content and its `told` line, and the row's ids, times and numbers.
         let knowledge = self
             .knowledge
             .as_ref()
@@ -146,6 +147,7 @@ impl PairData {
                     })
                     .sum::<usize>()
                 + part.index.approximate_bytes()
+                // Each turn's kept line cost (a `OnceLock` cell).
                 + part.turns.len() * 16
                 + part.vectors.as_ref().map_or(0, TurnVectors::approximate_bytes)
         });

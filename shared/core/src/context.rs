@@ -201,6 +201,7 @@ pub fn rank_with_saliences<'a>(
     index: &RelevanceIndex,
     message: Option<&str>,
 ) -> Vec<(&'a ContextMemory, f64, usize)> {
+    debug_assert_eq!(memories.len(), saliences.len(), "one salience a memory");
     let relevance = match message {
         Some(message) if !memories.is_empty() => index.score(message),
         _ => vec![0.0; memories.len()],
@@ -236,6 +237,13 @@ pub fn format_age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
         5_184_000..63_072_000 => plural(seconds / 2_592_000, "month"),
         _ => plural(seconds / 31_536_000, "year"),
     }
+}
+
+/// `now` at the start of its minute: the clock the ages in a reply are read from, so the
+/// memory lines kept for a minute ([`MemoryLines`]) agree with the lines formatted per
+/// request.
+pub fn minute_start(now: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(now.timestamp().div_euclid(60) * 60, 0).unwrap_or(now)
 }
 
 /// The months' English names, January first.
@@ -318,7 +326,7 @@ impl MemoryLines {
 
 impl MinuteLines {
     fn clock(&self) -> DateTime<Utc> {
-        DateTime::from_timestamp(self.minute * 60, 0).unwrap_or_default()
+        minute_start(DateTime::from_timestamp(self.minute * 60, 0).unwrap_or_default())
     }
 
     /// Each memory's salience at the minute's start (salience decays over weeks).

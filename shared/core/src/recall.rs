@@ -532,22 +532,8 @@ pub fn pack(
     None
 }
 
-/// The section text for `positions` (chronological).
-pub fn render(turns: &[Turn], positions: &[usize], now: DateTime<Utc>) -> String {
-    let mut lines = vec![RECALL_HEADER.to_owned()];
-    let mut current: Option<Uuid> = None;
-    for &position in positions {
-        let turn = &turns[position];
-        if current != Some(turn.conversation_id) {
-            lines.push(conversation_heading(turn.said_at, now));
-            current = Some(turn.conversation_id);
-        }
-        lines.push(turn_line(turn));
-    }
-    lines.join("\n")
-}
-
-/// [`render`] and its exact token count, from the kept line costs: every line of the
+/// The section text for `positions` (chronological) and its exact token count, from the
+/// kept line costs: every line of the
 /// section starts with a character that is not whitespace, so [`count_tokens_cached`]'s
 /// segments are its lines with their line breaks, and only the last line (which has
 /// none) is counted here.

@@ -39,8 +39,8 @@ pub struct EnrichBenchArgs {
     seconds: u64,
     /// Rounds of the paired measurements (cold against SQL, paced against echo); the
     /// median round is reported.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
     /// The steady offered rate of the paced warm run.
     #[arg(long, default_value_t = 2_000)]
     paced_rate: u64,
@@ -455,6 +455,7 @@ async fn sql_baseline(
 
 /// The median and the lowest and highest of `values` (zeros when there are none).
 fn median_and_range(values: &mut [f64]) -> (f64, f64, f64) {
+    // With an even count, the upper of the two middle values.
     values.sort_by(f64::total_cmp);
     match (values.first(), values.last()) {
         (Some(&low), Some(&high)) => (values[values.len() / 2], low, high),
