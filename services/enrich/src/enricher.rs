@@ -99,11 +99,11 @@ impl Enricher {
             })),
             None => 0,
         };
-        // With a persona, one token of slack: the context's first and last tokens may not
-        // merge with the template around them as the empty placeholder did.
         // Every age in the reply is read from the start of this minute (memory lines are
         // kept formatted a minute at a time).
         let shown_at = context::minute_start(now);
+        // With a persona, one token of slack: the context's first and last tokens may not
+        // merge with the template around them as the empty placeholder did.
         let mut pool = (max_tokens as usize).saturating_sub(if frame > 0 { frame + 1 } else { 0 });
         loop {
             let Packed { sections, memory_ids } =
@@ -184,13 +184,14 @@ impl<'a> Candidates<'a> {
             reputation = context::reputation(met, &part.faction_standing, &heard);
             relationship = met.map(relationship_summary);
         }
+        let shown_at = context::minute_start(now);
         let working_memory = data
             .working_memory
             .iter()
             .flat_map(|rows| rows.iter())
             .map(|(summary, at)| {
                 Line::new(
-                    format!("- {summary} ({})", format_when(*at, context::minute_start(now))),
+                    format!("- {summary} ({})", format_when(*at, shown_at)),
                     packing::shares_a_term(summary, &message_terms),
                 )
             })

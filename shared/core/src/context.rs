@@ -302,7 +302,8 @@ pub struct MemoryLines {
 /// The memory lines of one minute, each formatted when first asked for.
 #[derive(Debug)]
 pub struct MinuteLines {
-    minute: i64,
+    /// The minute's start: the clock the lines are dated by.
+    clock: DateTime<Utc>,
     lines: Vec<OnceLock<(Arc<str>, usize)>>,
     saliences: OnceLock<Vec<f64>>,
 }
@@ -310,13 +311,13 @@ pub struct MinuteLines {
 impl MemoryLines {
     /// The lines of `now`'s minute for `count` memories (a fresh set once the minute turns).
     pub fn at(&self, count: usize, now: DateTime<Utc>) -> Arc<MinuteLines> {
-        let minute = now.timestamp().div_euclid(60);
+        let clock = minute_start(now);
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         match &*current {
-            Some(lines) if lines.minute == minute && lines.lines.len() == count => Arc::clone(lines),
+            Some(lines) if lines.clock == clock && lines.lines.len() == count => Arc::clone(lines),
             _ => {
                 let lines = (0..count).map(|_| OnceLock::new()).collect();
-                let fresh = Arc::new(MinuteLines { minute, lines, saliences: OnceLock::new() });
+                let fresh = Arc::new(MinuteLines { clock, lines, saliences: OnceLock::new() });
                 *current = Some(Arc::clone(&fresh));
                 fresh
             }
@@ -325,19 +326,15 @@ impl MemoryLines {
 }
 
 impl MinuteLines {
-    fn clock(&self) -> DateTime<Utc> {
-        minute_start(DateTime::from_timestamp(self.minute * 60, 0).unwrap_or_default())
-    }
-
     /// Each memory's salience at the minute's start (salience decays over weeks).
     pub fn saliences(&self, memories: &[ContextMemory]) -> &[f64] {
-        self.saliences.get_or_init(|| memories.iter().map(|memory| memory.salience(self.clock())).collect())
+        self.saliences.get_or_init(|| memories.iter().map(|memory| memory.salience(self.clock)).collect())
     }
 
     /// Memory `position`'s [`memory_line`] and its tokens with the line break.
     pub fn line(&self, position: usize, memory: &ContextMemory) -> (Arc<str>, usize) {
         let format = || {
-            let text = memory_line(memory, self.clock());
+            let text = memory_line(memory, self.clock);
             let tokens = packing::line_tokens(&text);
             (Arc::from(text), tokens)
         };

@@ -523,7 +523,7 @@ pub fn pack(
     };
     while !chosen.is_empty() {
         let positions = chronological(&chosen);
-        let (content, token_count) = render_counted(turns, costs, &positions, now);
+        let (content, token_count) = render_counted(turns, costs, header_cost, &positions, now);
         if token_count <= budget {
             return Some(PackedRecall { content, token_count, turns: positions });
         }
@@ -533,11 +533,16 @@ pub fn pack(
 }
 
 /// The section text for `positions` (chronological) and its exact token count, from the
-/// kept line costs: every line of the
-/// section starts with a character that is not whitespace, so [`count_tokens_cached`]'s
-/// segments are its lines with their line breaks, and only the last line (which has
-/// none) is counted here.
-fn render_counted(turns: &[Turn], costs: &LineCosts, positions: &[usize], now: DateTime<Utc>) -> (String, usize) {
+/// kept costs: every line of the section starts with a character that is not whitespace,
+/// so [`count_tokens_cached`]'s segments are its lines with their line breaks, and only
+/// the last line (which has none) is counted here.
+fn render_counted(
+    turns: &[Turn],
+    costs: &LineCosts,
+    header_cost: usize,
+    positions: &[usize],
+    now: DateTime<Utc>,
+) -> (String, usize) {
     let mut content = String::with_capacity(positions.len() * 120);
     let mut tokens = 0;
     let mut last_line = (0, 0);
@@ -547,14 +552,12 @@ fn render_counted(turns: &[Turn], costs: &LineCosts, positions: &[usize], now: D
         content.push('\n');
         tokens += cost;
     };
-    push(&mut content, RECALL_HEADER, count_tokens_cached(&format!("{RECALL_HEADER}\n")));
+    push(&mut content, RECALL_HEADER, header_cost);
     let mut current: Option<Uuid> = None;
     for &position in positions {
         let turn = &turns[position];
         if current != Some(turn.conversation_id) {
-            let heading = conversation_heading(turn.said_at, now);
-            let cost = count_tokens_cached(&format!("{heading}\n"));
-            push(&mut content, &heading, cost);
+            push(&mut content, &conversation_heading(turn.said_at, now), heading_cost(turn.said_at, now));
             current = Some(turn.conversation_id);
         }
         push(&mut content, &turn_line(turn), costs.of(position, turn).tokens as usize);

@@ -141,6 +141,7 @@ pub fn pack(
     let recall_need =
         candidates.recall.as_ref().map_or(0, |recall| recall::estimated_need(recall.turns, &recall.ranked).min(pool));
     let fixed = |text: &Option<String>| text.as_deref().map_or(0, count_tokens);
+    let (relationship, mood) = (fixed(&candidates.relationship), fixed(&candidates.mood));
     // The best line of each list section, where it fits the section's configured share:
     // whatever the message, the NPC keeps its latest talk and strongest memory in view.
     let floor = |name: &str, header: &str, lines: &[&Line]| {
@@ -151,28 +152,28 @@ pub fn pack(
     // message, then everything; each tier's needs are cumulative.
     let tiers = [
         [
-            ("relationship", fixed(&candidates.relationship)),
+            ("relationship", relationship),
             ("working_memory", floor("working_memory", WORKING_MEMORY_HEADER, &working_memory)),
             ("memory", floor("memory", MEMORY_HEADER, &memory)),
             ("recall", 0),
             ("knowledge", floor("knowledge", KNOWLEDGE_HEADER, &knowledge_all)),
-            ("mood", fixed(&candidates.mood)),
+            ("mood", mood),
         ],
         [
-            ("relationship", fixed(&candidates.relationship)),
+            ("relationship", relationship),
             ("working_memory", lines_need(WORKING_MEMORY_HEADER, working_memory.iter().filter(|l| l.matches))),
             ("memory", lines_need(MEMORY_HEADER, memory.iter().filter(|l| l.matches))),
             ("recall", recall_need),
             ("knowledge", lines_need(KNOWLEDGE_HEADER, knowledge_all.iter().filter(|l| l.matches))),
-            ("mood", fixed(&candidates.mood)),
+            ("mood", mood),
         ],
         [
-            ("relationship", fixed(&candidates.relationship)),
+            ("relationship", relationship),
             ("working_memory", lines_need(WORKING_MEMORY_HEADER, working_memory.iter())),
             ("memory", lines_need(MEMORY_HEADER, memory.iter())),
             ("recall", recall_need),
             ("knowledge", lines_need(KNOWLEDGE_HEADER, knowledge_all.iter())),
-            ("mood", fixed(&candidates.mood)),
+            ("mood", mood),
         ],
     ];
     let mut granted: BTreeMap<String, usize> = BTreeMap::new();
